@@ -1,0 +1,1 @@
+"""Compiler passes. Each is a pure function: Graph -> Graph, or Graph -> analysis."""

@@ -1,0 +1,67 @@
+"""The compiler: IR graph -> `Executable`, as a readable list of named passes.
+
+Graph -> Graph passes run in `GRAPH_PASSES` order; then the analyses (tile map,
+memory plan) and the lowering produce the executable. Each pass is timed and the
+times are kept in `executable.info["pass_seconds"]`. The compiler knows nothing of
+TensorFlow or Keras: its input is IR, its output plain data.
+"""
+import time
+
+from ipu_keras.compiler.executable import Executable
+from ipu_keras.compiler.passes.dce import eliminate_dead_code
+from ipu_keras.compiler.passes.fold import fold_constants
+from ipu_keras.compiler.passes.inline import inline_calls
+from ipu_keras.compiler.passes.lower import lower
+from ipu_keras.compiler.passes.memory import check_memory, plan_memory
+from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras.ir.verify import verify
+
+GRAPH_PASSES = (
+    ("verify", verify),
+    ("inline", inline_calls),
+    ("constant-fold", fold_constants),
+    ("dead-code", eliminate_dead_code),
+    ("verify-optimised", verify),
+)
+
+
+def compile_graph(graph, target, compile_ipu_code=True):
+    """Compile a verified-or-not IR graph for `target` (a `simulator.targets.Target`)."""
+    seconds = {}
+    start = time.perf_counter()
+    for name, graph_pass in GRAPH_PASSES:
+        t0 = time.perf_counter()
+        graph = graph_pass(graph)
+        seconds[name] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tile_map = plan_tile_mapping(graph, target)
+    seconds["tile-map"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    memory = plan_memory(graph, tile_map, compile_ipu_code)
+    check_memory(memory, graph, tile_map, target)
+    seconds["memory-plan"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    blocks, constants, inputs, outputs, num_slots = lower(graph, tile_map, target)
+    seconds["lower"] = time.perf_counter() - t0
+    written = {eqn.params["var"] for eqn in graph.walk() if eqn.op == "write_var"}
+    return Executable(
+        target=target.to_dict(),
+        num_slots=num_slots,
+        inputs=inputs,
+        outputs=outputs,
+        input_types=[_type(v.type) for v in graph.inputs],
+        output_types=[_type(v.type) for v in graph.outputs],
+        variables=[dict(name=s.name, **_type(s.type), written=i in written)
+                   for i, s in enumerate(graph.variables)],
+        infeeds=[dict(name=f.name, types=[_type(t) for t in f.types]) for f in graph.infeeds],
+        outfeeds=[dict(name=f.name, types=[_type(t) for t in f.types]) for f in graph.outfeeds],
+        blocks=blocks,
+        constants=constants,
+        memory=memory.summary(),
+        info={"pass_seconds": seconds, "compile_seconds": time.perf_counter() - start,
+              "equations": sum(1 for _ in graph.walk())},
+    )
+
+
+def _type(t):
+    return {"shape": list(t.shape), "dtype": t.dtype}

@@ -1,0 +1,22 @@
+"""`ipu_compiler.compile`: compile a function into one IPU executable and run it."""
+import numpy as np
+import tensorflow as tf
+
+from ipu_keras import _executor
+
+
+def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
+    """Compiles `computation` for the simulated IPU, runs it, and returns its outputs.
+
+    Args:
+        computation: A Python function or `tf.function`.
+        inputs: A list of arguments for `computation` (tensors, numpy arrays, or any
+            other values, which are treated as compile-time constants).
+
+    Returns:
+        A list of numpy arrays: the flattened outputs of `computation`.
+    """
+    result = _executor.run(computation, tuple(inputs or ()), {})
+    if result is None:
+        return []
+    return [np.asarray(x) for x in tf.nest.flatten(result, expand_composites=True)]

@@ -1,0 +1,90 @@
+"""`IPUOutfeedQueue`: the device-to-host stream a compiled function enqueues to."""
+import enum
+import itertools
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_keras.errors import FeedError
+from ipu_keras.tracer import set_outfeed_marker
+
+_ids = itertools.count(1)
+_QUEUES = weakref.WeakValueDictionary()
+
+
+class IPUOutfeedMode(enum.Enum):
+    """ALL: dequeue stacks every enqueue on a new leading axis. LAST: only the last one."""
+
+    ALL = "all"
+    LAST = "last"
+
+
+def registry():
+    """Queue id -> IPUOutfeedQueue, for the tracer to resolve enqueue ops."""
+    return dict(_QUEUES)
+
+
+class IPUOutfeedQueue:
+    """A device-to-host FIFO.
+
+    Args:
+        outfeed_mode: `IPUOutfeedMode.ALL` (default) or `IPUOutfeedMode.LAST`.
+        buffer_depth: Accepted for compatibility; the simulator's host buffer is unbounded.
+    """
+
+    def __init__(self, outfeed_mode=None, buffer_depth=1, **_):
+        mode = outfeed_mode or IPUOutfeedMode.ALL
+        if not isinstance(mode, IPUOutfeedMode):
+            raise FeedError(
+                f"outfeed_mode expected an IPUOutfeedMode (ALL or LAST). Received: "
+                f"outfeed_mode={outfeed_mode!r}"
+            )
+        self.outfeed_mode = mode
+        self.buffer_depth = buffer_depth
+        self._id = next(_ids)
+        _QUEUES[self._id] = self
+        self._structure = None
+        self._elements = []
+
+    def enqueue(self, tensors):
+        """Enqueue a tensor or nested structure of tensors; call inside a compiled function."""
+        if tf.executing_eagerly():
+            raise FeedError(
+                "IPUOutfeedQueue.enqueue expected to be called inside a function compiled for "
+                "the IPU (a tf.function run by IPUStrategy.run or ipu_compiler.compile). "
+                "Received: a call in eager mode."
+            )
+        flat = tf.nest.flatten(tensors)
+        outputs = tf.raw_ops.IdentityN(input=[tf.convert_to_tensor(t) for t in flat])
+        set_outfeed_marker(outputs[0].op, self._id)
+        self._structure = tf.nest.map_structure(lambda _: 0, tensors)
+        return outputs[0].op
+
+    def _deliver(self, elements):
+        if not elements:
+            return
+        if self.outfeed_mode is IPUOutfeedMode.LAST:
+            self._elements = elements[-1:]
+        else:
+            self._elements.extend(elements)
+
+    def dequeue(self):
+        """Everything enqueued since the last dequeue, as numpy arrays in the enqueued structure.
+
+        With mode ALL each leaf is stacked over the enqueues on a new leading axis; with
+        LAST the leaves of the last enqueue are returned as they are.
+        """
+        elements, self._elements = self._elements, []
+        if self._structure is None:
+            return []
+        if self.outfeed_mode is IPUOutfeedMode.LAST:
+            if not elements:
+                return tf.nest.pack_sequence_as(self._structure, [None] * len(
+                    tf.nest.flatten(self._structure)))
+            flat = elements[-1]
+        else:
+            n = len(tf.nest.flatten(self._structure))
+            flat = [np.stack([e[i] for e in elements]) if elements else np.zeros((0,))
+                    for i in range(n)]
+        return tf.nest.pack_sequence_as(self._structure, flat)

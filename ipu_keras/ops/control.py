@@ -1,0 +1,89 @@
+"""Control flow: `while`, `if` and `call`, whose bodies are sub-graphs in params.
+
+* `while(*carry)`, params `cond` (carry -> bool scalar) and `body` (carry -> carry);
+* `if(pred, *operands)`, params `then` and `else` (operands -> results);
+* `call(*args)`, param `fn`; the compiler's inline pass replaces it by its body.
+
+Resource operands (variables, iterators) are not carried: the tracer binds them
+inside the bodies, so only dense values cross a sub-graph boundary. The engine runs
+these ops itself. Their cost is the cost of what their bodies run.
+"""
+from ipu_keras.errors import StaticShapeRequiredError
+from ipu_keras.ops._common import no_cost
+from ipu_keras.ops.registry import register_op, tf_import
+
+
+def _while_shape(in_types, *, cond, body):
+    carry = [v.type for v in body.outputs]
+    if carry != list(in_types) or [v.type for v in body.inputs] != list(in_types):
+        raise StaticShapeRequiredError(
+            "A while loop must keep the shape and dtype of every loop variable, expected "
+            f"{[str(t) for t in in_types]}. Received: body outputs "
+            f"{[str(t) for t in carry]}. Give the loop variables a fixed shape."
+        )
+    return list(in_types)
+
+
+def _if_shape(in_types, **branches):
+    then, other = branches["then"], branches["else"]
+    outs = [v.type for v in then.outputs]
+    if outs != [v.type for v in other.outputs]:
+        raise StaticShapeRequiredError(
+            "Both branches of a conditional must return the same shapes and dtypes, "
+            f"expected {[str(t) for t in outs]}. Received: "
+            f"else_branch={[str(v.type) for v in other.outputs]}."
+        )
+    return outs
+
+
+def _call_shape(in_types, *, fn):
+    return [v.type for v in fn.outputs]
+
+
+register_op("while", shape=_while_shape, cost=no_cost, mapping="engine", effect=True,
+            engine=True)
+register_op("if", shape=_if_shape, cost=no_cost, mapping="engine", effect=True, engine=True)
+register_op("call", shape=_call_shape, cost=no_cost, mapping="engine", effect=True,
+            engine=True)
+
+
+def _dense(values):
+    return [v for v in values if not node_is_ref(v)]
+
+
+def node_is_ref(value):
+    return not hasattr(value, "type")
+
+
+def _restore_refs(inputs, dense_outputs):
+    """Resource outputs of a TF control-flow op are its resource inputs, passed through."""
+    dense = iter(dense_outputs if isinstance(dense_outputs, tuple) else [dense_outputs])
+    return [v if node_is_ref(v) else next(dense) for v in inputs]
+
+
+@tf_import("While", "StatelessWhile")
+def _import_while(node, b):
+    cond = node.function("cond", node.inputs)
+    body = node.function("body", node.inputs)
+    carry = _dense(node.inputs)
+    if not carry:
+        return list(node.inputs)
+    return _restore_refs(node.inputs, b.emit("while", carry, cond=cond, body=body))
+
+
+@tf_import("If", "StatelessIf")
+def _import_if(node, b):
+    pred, operands = node.inputs[0], node.inputs[1:]
+    then = node.function("then_branch", operands)
+    other = node.function("else_branch", operands)
+    outs = b.emit("if", [pred] + _dense(operands), then=then, **{"else": other})
+    return list(outs) if isinstance(outs, tuple) else ([outs] if then.outputs else [])
+
+
+@tf_import("PartitionedCall", "StatefulPartitionedCall")
+def _import_call(node, b):
+    fn = node.function("f", node.inputs)
+    if not fn.outputs and not fn.equations:
+        return []
+    outs = b.emit("call", _dense(node.inputs), fn=fn)
+    return list(outs) if isinstance(outs, tuple) else ([outs] if fn.outputs else [])

@@ -1,0 +1,269 @@
+"""Op family 'nn': dense layers, activations, softmax and losses.
+
+Owns the IR ops `matmul` (every MatMul/BatchMatMul variant, transposes and batch
+broadcasting folded into params), `bias_add`, `bias_add_grad`, one op per activation
+and one per activation gradient (`relu`, `relu_grad`, ... from `_ACTIVATIONS`),
+`softmax`, `log_softmax`, `softmax_xent`, `sparse_softmax_xent` and `l2_loss`, with
+their TensorFlow importers. Kernels compute in the input dtype with the formulas of
+TensorFlow's CPU kernels, so results agree with TensorFlow up to rounding.
+"""
+import numpy as np
+
+from ipu_keras.ir.types import TensorType
+from ipu_keras.ops._common import (
+    broadcast_shape, per_input_element, per_output_element, same_type,
+)
+
+TF_TYPES = (
+    "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "BiasAdd", "BiasAddV1",
+    "BiasAddGrad", "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Elu", "EluGrad", "Selu",
+    "SeluGrad", "LeakyRelu", "LeakyReluGrad", "Softplus", "SoftplusGrad", "Softsign",
+    "SoftsignGrad", "Softmax", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits",
+    "SoftmaxCrossEntropyWithLogits", "L2Loss",
+)
+"""The TensorFlow op types this module imports."""
+
+IR_OPS = (
+    "matmul", "bias_add", "bias_add_grad", "relu", "relu_grad", "relu6", "relu6_grad", "elu",
+    "elu_grad", "selu", "selu_grad", "leaky_relu", "leaky_relu_grad", "softplus",
+    "softplus_grad", "softsign", "softsign_grad", "softmax", "log_softmax", "softmax_xent",
+    "sparse_softmax_xent", "l2_loss",
+)
+"""The IR ops this module registers."""
+from ipu_keras.ops.registry import Work, register_op, tf_import
+
+# -- matmul -------------------------------------------------------------------------------
+
+
+def _matrix(shape, transpose):
+    rows, cols = shape[-2:]
+    return (cols, rows) if transpose else (rows, cols)
+
+
+def _matmul_shape(in_types, *, transpose_a=False, transpose_b=False, dtype=None):
+    a, b = in_types
+    if a.rank < 2 or b.rank < 2:
+        raise ValueError(f"matmul expected operands of rank >= 2. Received: a={a}, b={b}")
+    (m, k), (k2, n) = _matrix(a.shape, transpose_a), _matrix(b.shape, transpose_b)
+    if k != k2:
+        raise ValueError(
+            "matmul expected the contracted dimensions to match. Received: "
+            f"a={a}, b={b}, transpose_a={transpose_a}, transpose_b={transpose_b}"
+        )
+    batch = broadcast_shape(a.shape[:-2], b.shape[:-2])
+    return [TensorType(batch + (m, n), dtype or a.dtype)]
+
+
+def _matmul(a, b, *, transpose_a=False, transpose_b=False, dtype=None):
+    dtype = np.dtype(dtype or a.dtype)
+    work = np.float32 if dtype == np.float16 else dtype
+    a, b = a.astype(work, copy=False), b.astype(work, copy=False)
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b).astype(dtype, copy=False)
+
+
+def _matmul_cost(in_types, out_types, *, transpose_a=False, **_):
+    contracted = _matrix(in_types[0].shape, transpose_a)[1]
+    return Work("amp", out_types[0].size * contracted)
+
+
+register_op("matmul", shape=_matmul_shape, kernel=_matmul, cost=_matmul_cost, mapping="matmul")
+
+
+@tf_import("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+def _import_matmul(node, b):
+    names = ("transpose_a", "transpose_b") if node.type == "MatMul" else ("adj_x", "adj_y")
+    return b.emit(
+        "matmul", node.inputs, transpose_a=bool(node.attr(names[0], False)),
+        transpose_b=bool(node.attr(names[1], False)), dtype=node.out_types[0].dtype,
+    )
+
+
+# -- bias ---------------------------------------------------------------------------------
+
+
+def _channel_axis(rank, data_format):
+    return 1 if str(data_format).startswith("NC") else rank - 1
+
+
+def _bias_shape(x, bias, data_format):
+    return [1 if i != _channel_axis(x.ndim, data_format) else -1 for i in range(x.ndim)]
+
+
+def _bias_add(x, bias, *, data_format="NHWC"):
+    return np.add(x, bias.reshape(_bias_shape(x, bias, data_format)), dtype=x.dtype)
+
+
+def _bias_add_grad_shape(in_types, *, data_format="NHWC"):
+    (dy,) = in_types
+    return [TensorType((dy.shape[_channel_axis(dy.rank, data_format)],), dy.dtype)]
+
+
+def _bias_add_grad(dy, *, data_format="NHWC"):
+    channel = _channel_axis(dy.ndim, data_format)
+    axes = tuple(i for i in range(dy.ndim) if i != channel)
+    return np.sum(dy, axis=axes, dtype=_accumulator(dy.dtype)).astype(dy.dtype, copy=False)
+
+
+def _accumulator(dtype):
+    """The dtype TensorFlow sums in: float32 for float16, else the dtype itself."""
+    return np.float32 if dtype == np.float16 else dtype
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+register_op("bias_add", shape=same_type, kernel=_bias_add, cost=per_output_element(),
+            mapping="elementwise")
+register_op("bias_add_grad", shape=_bias_add_grad_shape, kernel=_bias_add_grad,
+            cost=per_input_element("reduce"), mapping="reduce")
+
+
+@tf_import("BiasAdd", "BiasAddV1", "BiasAddGrad")
+def _import_bias(node, b):
+    op = "bias_add_grad" if node.type == "BiasAddGrad" else "bias_add"
+    return b.emit(op, node.inputs, data_format=_text(node.attr("data_format", "NHWC")))
+
+
+# -- activations and their gradients ------------------------------------------------------
+
+_SELU_SCALE = 1.0507009873554804934193349852946
+_SELU_SCALE_ALPHA = 1.7580993408473768599402175208123
+
+
+def _elu(x):
+    return np.where(x < 0, np.exp(np.minimum(x, 0)) - 1, x)
+
+
+def _selu(x):
+    return np.where(x < 0, _SELU_SCALE_ALPHA * (np.exp(np.minimum(x, 0)) - 1), _SELU_SCALE * x)
+
+
+def _softplus(x):
+    # Like TensorFlow: x where exp(x) may overflow, exp(x) where log1p(exp(x)) == exp(x).
+    threshold = float(np.log(np.finfo(x.dtype).eps)) + 2.0
+    e = np.exp(np.minimum(x, -threshold))
+    return np.where(x > -threshold, x, np.where(x < threshold, e, np.log1p(e)))
+
+
+def _softplus_grad(g, x):
+    with np.errstate(over="ignore"):
+        return g / (np.exp(-x) + 1)
+
+
+_ACTIVATIONS = (
+    # (IR op, TensorFlow op, work kind, kernel, float attrs with defaults)
+    ("relu", "Relu", "vector", lambda x: np.maximum(x, 0), ()),
+    ("relu_grad", "ReluGrad", "vector", lambda g, x: g * (x > 0), ()),
+    ("relu6", "Relu6", "vector", lambda x: np.minimum(np.maximum(x, 0), 6), ()),
+    ("relu6_grad", "Relu6Grad", "vector", lambda g, x: g * ((x > 0) & (x < 6)), ()),
+    ("elu", "Elu", "transcendental", _elu, ()),
+    ("elu_grad", "EluGrad", "vector", lambda g, y: np.where(y < 0, g * (y + 1), g), ()),
+    ("selu", "Selu", "transcendental", _selu, ()),
+    ("selu_grad", "SeluGrad", "vector",
+     lambda g, y: np.where(y < 0, g * (y + _SELU_SCALE_ALPHA), g * _SELU_SCALE), ()),
+    ("leaky_relu", "LeakyRelu", "vector",
+     lambda x, alpha=0.2: np.where(x > 0, x, x * alpha), (("alpha", 0.2),)),
+    ("leaky_relu_grad", "LeakyReluGrad", "vector",
+     lambda g, x, alpha=0.2: np.where(x > 0, g, g * alpha), (("alpha", 0.2),)),
+    ("softplus", "Softplus", "transcendental", _softplus, ()),
+    ("softplus_grad", "SoftplusGrad", "transcendental", _softplus_grad, ()),
+    ("softsign", "Softsign", "vector", lambda x: x / (np.abs(x) + 1), ()),
+    ("softsign_grad", "SoftsignGrad", "vector", lambda g, x: g / np.square(np.abs(x) + 1), ()),
+)
+
+
+def _import_activation(op, attrs):
+    def importer(node, b):
+        params = {name: float(node.attr(name, default)) for name, default in attrs}
+        return b.emit(op, node.inputs, **params)
+
+    return importer
+
+
+for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
+    register_op(_op, shape=same_type, kernel=_kernel, cost=per_output_element(_kind),
+                mapping="elementwise")
+    tf_import(_tf_type)(_import_activation(_op, _attrs))
+
+
+# -- softmax and losses -------------------------------------------------------------------
+
+
+def _shifted_exp_sum(logits):
+    """(logits - max, sum(exp(logits - max))) along the last axis, keeping dims."""
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    return shifted, np.sum(np.exp(shifted), axis=-1, keepdims=True)
+
+
+def _softmax(logits):
+    shifted, total = _shifted_exp_sum(logits)
+    return np.exp(shifted) * (1 / total)
+
+
+def _log_softmax(logits):
+    shifted, total = _shifted_exp_sum(logits)
+    return shifted - np.log(total)
+
+
+def _xent_shape(in_types, **_):
+    logits = TensorType(broadcast_shape(in_types[0].shape, in_types[1].shape), in_types[0].dtype)
+    return [TensorType(logits.shape[:-1], logits.dtype), logits]
+
+
+def _sparse_xent_shape(in_types, **_):
+    logits = in_types[0]
+    return [TensorType(logits.shape[:-1], logits.dtype), logits]
+
+
+def _softmax_xent(logits, labels):
+    logits, labels = np.broadcast_arrays(logits, labels)
+    shifted, total = _shifted_exp_sum(logits)
+    loss = np.sum(labels * (np.log(total) - shifted), axis=-1)
+    return loss, np.exp(shifted) / total - labels
+
+
+def _sparse_softmax_xent(logits, labels):
+    """Out-of-range labels give NaN rows (TensorFlow on the CPU raises, on the GPU NaN)."""
+    shifted, total = _shifted_exp_sum(logits)
+    valid = (labels >= 0) & (labels < logits.shape[-1])
+    index = np.where(valid, labels, 0)[..., None]
+    picked = np.take_along_axis(shifted, index, axis=-1)[..., 0]
+    loss = np.where(valid, np.log(total[..., 0]) - picked, np.nan).astype(logits.dtype)
+    onehot = np.arange(logits.shape[-1]) == labels[..., None]
+    backprop = np.exp(shifted) / total - onehot
+    return loss, np.where(valid[..., None], backprop, np.nan).astype(logits.dtype)
+
+
+def _per_logit(kind):
+    """Cost rule: one unit of `kind` work per element of the first input."""
+    return lambda in_types, out_types, **_: Work(kind, in_types[0].size)
+
+
+def _l2_loss_shape(in_types, **_):
+    return [TensorType((), in_types[0].dtype)]
+
+
+def _l2_loss(x):
+    return np.sum(np.square(x) * 0.5, dtype=_accumulator(x.dtype)).astype(x.dtype)
+
+
+for _op, _shape, _kernel, _kind, _tf_type in (
+    ("softmax", same_type, _softmax, "transcendental", "Softmax"),
+    ("log_softmax", same_type, _log_softmax, "transcendental", "LogSoftmax"),
+    ("softmax_xent", _xent_shape, _softmax_xent, "transcendental",
+     "SoftmaxCrossEntropyWithLogits"),
+    ("sparse_softmax_xent", _sparse_xent_shape, _sparse_softmax_xent, "transcendental",
+     "SparseSoftmaxCrossEntropyWithLogits"),
+    ("l2_loss", _l2_loss_shape, _l2_loss, "reduce", "L2Loss"),
+):
+    register_op(_op, shape=_shape, kernel=_kernel, cost=_per_logit(_kind), mapping="reduce")
+    tf_import(_tf_type)(lambda node, b, _op=_op: list(_as_tuple(b.emit(_op, node.inputs))))
+
+
+def _as_tuple(outputs):
+    return outputs if isinstance(outputs, tuple) else (outputs,)

@@ -1,0 +1,5 @@
+"""The host side: sessions, infeeds and outfeeds, variable sync."""
+from ipu_keras.runtime.feeds import Infeed, StreamSet, infeed_for, set_prefetch_depth
+from ipu_keras.runtime.session import Session
+
+__all__ = ["Infeed", "Session", "StreamSet", "infeed_for", "set_prefetch_depth"]

@@ -1,0 +1,35 @@
+"""A `Session` runs one compiled function on the simulated device, again and again.
+
+It owns the host side of one executable: the engine built once from it, the infeeds
+it reads, the variables it keeps in sync with TensorFlow and the outfeed queues it
+fills. An execution is transactional: variables are written back and outfeed
+elements delivered only if the whole execution completes, so a failure leaves the
+host state as it was after the last completed execution.
+"""
+import numpy as np
+
+from ipu_keras.runtime.feeds import StreamSet, infeed_for
+from ipu_keras.simulator.engine import Engine
+
+
+class Session:
+    def __init__(self, executable, variables, infeed_handles, outfeed_queues, infeed_types):
+        self.executable = executable
+        self.engine = Engine(executable)
+        self.variables = variables
+        self.written = [i for i, v in enumerate(executable.variables) if v["written"]]
+        self.infeeds = [infeed_for(h, t) for h, t in zip(infeed_handles, infeed_types)]
+        self.outfeed_queues = outfeed_queues
+        self.last_cycles = None
+
+    def run(self, inputs):
+        """Run the executable once on `inputs` (numpy arrays); returns its outputs."""
+        state = [np.asarray(v.numpy()) for v in self.variables]
+        streams = StreamSet(self.infeeds, len(self.outfeed_queues))
+        outputs = self.engine.run(inputs, state, streams)
+        for i in self.written:
+            self.variables[i].assign(state[i])
+        for q, elements in zip(self.outfeed_queues, streams.enqueued):
+            q._deliver(elements)
+        self.last_cycles = self.engine.cycles()
+        return [np.asarray(o) for o in outputs]

@@ -1,0 +1,105 @@
+"""The tracer's entry point: a Python or `tf.function` and its arguments -> IR.
+
+Arguments that are tensors or numpy arrays become graph inputs. Everything else
+(Python numbers, iterators, queues, models, variables) is closed over, exactly as
+`tf.function` treats non-tensor arguments, so resources reach the graph as captures
+that `graph.captures` and `graph.variables` name.
+"""
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_keras.ir.graph import Graph, Value
+from ipu_keras.ir.types import TensorType
+from ipu_keras.ops.builder import Builder
+from ipu_keras.tracer.importer import GraphImporter
+from ipu_keras.tracer.node import numpy_dtype
+from ipu_keras.tracer.state import StateRef, StateTable
+
+
+@dataclasses.dataclass
+class Traced:
+    """A traced function: its IR and the Python objects its state refers to."""
+
+    graph: Graph
+    variables: list      # tf.Variable per graph.variables entry
+    infeeds: list        # eager iterator resource handle per graph.infeeds entry
+    outfeeds: list       # IPUOutfeedQueue per graph.outfeeds entry
+    output_structure: object
+    concrete: object
+
+
+def is_dense(leaf):
+    return isinstance(leaf, (np.ndarray, tf.Tensor)) and not isinstance(leaf, tf.Variable)
+
+
+def split_arguments(args, kwargs):
+    """Flatten (args, kwargs): the dense leaves, and a function rebuilding the structure."""
+    structure = (tuple(args), dict(kwargs or {}))
+    leaves = tf.nest.flatten(structure)
+    positions = [i for i, leaf in enumerate(leaves) if is_dense(leaf)]
+
+    def rebuild(dense):
+        merged = list(leaves)
+        for i, value in zip(positions, dense):
+            merged[i] = value
+        return tf.nest.pack_sequence_as(structure, merged)
+
+    return [leaves[i] for i in positions], rebuild, [leaves[i] for i in range(len(leaves))
+                                                     if i not in positions]
+
+
+def python_function(fn):
+    """The Python function behind a `tf.function`, so that we own the tracing."""
+    return getattr(fn, "python_function", fn)
+
+
+def make_tf_function(fn, args, kwargs):
+    dense, rebuild, _ = split_arguments(args, kwargs)
+    body = python_function(fn)
+
+    def step(*dense_values):
+        a, k = rebuild(list(dense_values))
+        return body(*a, **k)
+
+    specs = [tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype if isinstance(
+        x, np.ndarray) else x.dtype)) for x in dense]
+    return tf.function(step, autograph=True), specs, dense
+
+
+def trace(fn, args=(), kwargs=None, layer_names=(), outfeed_queues=None):
+    """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
+    tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
+    concrete = tf_fn.get_concrete_function(*specs)
+    return import_concrete(concrete, len(specs), layer_names, outfeed_queues)
+
+
+def import_concrete(concrete, num_args, layer_names=(), outfeed_queues=None):
+    graph = concrete.graph
+    state = StateTable()
+    importer = GraphImporter(state, layer_names, outfeed_queues)
+    inputs, env = [], {}
+    for placeholder in graph.inputs[:num_args]:
+        value = Value(TensorType(tuple(placeholder.shape), numpy_dtype(placeholder.dtype)),
+                      placeholder.op.name)
+        inputs.append(value)
+        env[placeholder.ref()] = value
+    captured_consts = Builder()
+    for external, internal in graph.captures:
+        env[internal.ref()] = _bind_capture(external, graph, captured_consts)
+    outputs = [t for t in graph.outputs if t.dtype != tf.resource]
+    body = importer.import_graph(graph, inputs, env, outputs)
+    ir = Graph(inputs, body.outputs, captured_consts.equations + body.equations,
+               variables=state.variables, infeeds=state.infeeds, outfeeds=state.outfeeds)
+    return Traced(ir, state.variable_objects, state.infeed_objects, state.outfeed_objects,
+                  concrete.structured_outputs, concrete)
+
+
+def _bind_capture(external, graph, builder):
+    if external.dtype == tf.resource:
+        for var in graph.variables:
+            if var.handle is external:
+                return StateRef("variable", var)
+        return StateRef("iterator", external)
+    return builder.const(external.numpy())

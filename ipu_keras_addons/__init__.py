@@ -1,0 +1,1 @@
+"""Addons for ipu_keras: IPU layers, optimizers and tools (grown by later issues)."""

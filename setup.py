@@ -1,0 +1,46 @@
+"""Packaging for ipu_keras: `pip install .` (add `".[test]"` for the test tools)."""
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _version():
+    # Read, don't import: importing the package would need its dependencies.
+    text = (HERE / "ipu_keras" / "version.py").read_text(encoding="utf-8")
+    match = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', text, re.MULTILINE)
+    if not match:
+        raise RuntimeError("ipu_keras/version.py does not define __version__.")
+    return match.group(1)
+
+
+setup(
+    name="ipu-keras",
+    version=_version(),
+    description="Train and run Keras models on a simulated Graphcore IPU.",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    packages=find_packages(
+        exclude=["tests", "tests.*", "bench", "bench.*", "tutorials", "tutorials.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        # TensorFlow traces the functions and is the numerical oracle; the CPU-only
+        # wheel is enough. It is not published for macOS, where `tensorflow` is.
+        "tensorflow-cpu>=2.16; sys_platform != 'darwin'",
+        "tensorflow>=2.16; sys_platform == 'darwin'",
+        "keras>=3",
+        "numpy",
+    ],
+    extras_require={
+        "test": ["pytest"],
+    },
+    entry_points={
+        "console_scripts": ["ipu-keras=ipu_keras.cli:main"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,99 @@
+"""Table-driven checks of single TensorFlow ops against TensorFlow on the CPU.
+
+A `Case` names the TensorFlow op type it exercises, a function of tensors that
+produces it (under `tf.GradientTape` for gradient ops) and its inputs. `check_case`
+runs the function eagerly in TensorFlow and compiled on the simulated IPU through
+`ipu_keras.ipu_compiler.compile`, and compares: exactly for integer and bool
+results, within the case's tolerances for floats. It also proves the traced graph
+really contains the named op, so a record cannot silently test something else.
+"""
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+import ipu_keras
+
+
+@dataclasses.dataclass
+class Case:
+    tf_op: str
+    fn: object
+    inputs: tuple
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    label: str = ""
+
+    @property
+    def id(self):
+        return f"{self.tf_op}-{self.label}" if self.label else self.tf_op
+
+
+def case(tf_op, fn, *inputs, rtol=1e-5, atol=1e-6, label=""):
+    return Case(tf_op, fn, tuple(inputs), rtol, atol, label)
+
+
+_rng = np.random.default_rng(1234)
+
+
+def f32(*shape, low=-2.0, high=2.0):
+    return _rng.uniform(low, high, shape).astype(np.float32)
+
+
+def positive(*shape):
+    return _rng.uniform(0.1, 3.0, shape).astype(np.float32)
+
+
+def i32(*shape, low=-5, high=5):
+    return _rng.integers(low, high, shape).astype(np.int32)
+
+
+def boolean(*shape):
+    return _rng.integers(0, 2, shape).astype(bool)
+
+
+def grad(fn, *argnums):
+    """A function returning d(sum(fn(*xs) * w))/d(xs[i]) with a fixed upstream weight w."""
+
+    def wrapped(*xs):
+        with tf.GradientTape() as tape:
+            for i in argnums or range(len(xs)):
+                tape.watch(xs[i])
+            y = fn(*xs)
+            w = tf.cast(tf.reshape(tf.range(tf.size(y)), tf.shape(y)) % 3 + 1, y.dtype)
+            loss = tf.reduce_sum(y * w)
+        got = tape.gradient(loss, [xs[i] for i in (argnums or range(len(xs)))])
+        return tuple(got)
+
+    return wrapped
+
+
+def op_types(graph):
+    found = set()
+    for op in graph.get_operations():
+        found.add(op.type)
+        for attr in ("f", "body", "cond", "then_branch", "else_branch"):
+            if attr in op.node_def.attr:
+                fn = graph._functions.get(op.node_def.attr[attr].func.name)
+                if fn is not None:
+                    found |= op_types(fn.graph)
+    return found
+
+
+def check_case(c):
+    fn = tf.function(c.fn)
+    specs = [tf.TensorSpec(x.shape, x.dtype) for x in c.inputs]
+    traced = op_types(fn.get_concrete_function(*specs).graph)
+    assert c.tf_op in traced, f"{c.id}: the function never emits {c.tf_op}; it has {traced}"
+    expected = tf.nest.flatten(c.fn(*[tf.constant(x) for x in c.inputs]))
+    got = ipu_keras.ipu_compiler.compile(c.fn, list(c.inputs))
+    assert len(got) == len(expected), (len(got), len(expected))
+    for g, e in zip(got, expected):
+        e = np.asarray(e)
+        g = np.asarray(g)
+        assert g.shape == e.shape, f"{c.id}: shape {g.shape} != {e.shape}"
+        assert g.dtype == e.dtype, f"{c.id}: dtype {g.dtype} != {e.dtype}"
+        if e.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, e, err_msg=c.id)
+        else:
+            np.testing.assert_allclose(g, e, rtol=c.rtol, atol=c.atol, err_msg=c.id)

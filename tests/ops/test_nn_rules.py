@@ -1,0 +1,212 @@
+"""The rules of the 'nn' and 'reduce' op families, without TensorFlow.
+
+Each registered op has every rule; each kernel returns exactly what its shape rule
+says and agrees with a float64 numpy reference; cost rules return valid work; params
+survive a JSON round trip; importers build the expected equations from a fake node.
+"""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from ipu_keras.ir.types import TensorType, type_of
+from ipu_keras.ops import Builder, get_importer, get_op, nn, reduce
+from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
+
+rng = np.random.default_rng(0)
+SCALE, SCALE_ALPHA = 1.0507009873554805, 1.0507009873554805 * 1.6732632423543772
+
+
+def f32(*shape):
+    return rng.uniform(-3, 3, shape).astype(np.float32)
+
+
+def i32(*shape):
+    return rng.integers(-9, 9, shape).astype(np.int32)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def log_softmax(x):
+    return x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True))
+                                                   .sum(-1, keepdims=True))
+
+
+X, G, A3, B3 = f32(3, 4), f32(3, 4), f32(2, 3, 4), f32(4, 5)
+LABELS = np.array([0, 3, 1], np.int64)
+ONEHOT = np.eye(4)[LABELS]
+P = softmax(f32(3, 4)).astype(np.float32)
+
+# (op, inputs, params, float64 reference of every output)
+SAMPLES = [
+    ("matmul", (A3, B3), {}, lambda a, b: a @ b),
+    ("matmul", (A3, f32(1, 5, 4)), {"transpose_b": True}, lambda a, b: a @ b.swapaxes(1, 2)),
+    ("matmul", (f32(4, 3), f32(4, 2)), {"transpose_a": True}, lambda a, b: a.T @ b),
+    ("matmul", (i32(2, 3).astype(np.int8), i32(3, 2).astype(np.int8)), {"dtype": "int32"},
+     lambda a, b: a.astype(int) @ b),
+    ("bias_add", (A3, f32(4)), {}, lambda x, b: x + b),
+    ("bias_add", (A3, f32(3)), {"data_format": "NCHW"}, lambda x, b: x + b[:, None]),
+    ("bias_add_grad", (A3,), {}, lambda g: g.sum((0, 1))),
+    ("bias_add_grad", (A3,), {"data_format": "NCHW"}, lambda g: g.sum((0, 2))),
+    ("relu", (X,), {}, lambda x: np.where(x > 0, x, 0)),
+    ("relu_grad", (G, X), {}, lambda g, x: np.where(x > 0, g, 0)),
+    ("relu6", (X * 3,), {}, lambda x: np.clip(x, 0, 6)),
+    ("relu6_grad", (G, X * 3), {}, lambda g, x: np.where((x > 0) & (x < 6), g, 0)),
+    ("elu", (X,), {}, lambda x: np.where(x < 0, np.expm1(x), x)),
+    ("elu_grad", (G, X), {}, lambda g, y: np.where(y < 0, g * (y + 1), g)),
+    ("selu", (X,), {}, lambda x: np.where(x < 0, SCALE_ALPHA * np.expm1(x), SCALE * x)),
+    ("selu_grad", (G, X), {},
+     lambda g, y: np.where(y < 0, g * (y + SCALE_ALPHA), g * SCALE)),
+    ("leaky_relu", (X,), {"alpha": 0.1}, lambda x: np.where(x > 0, x, 0.1 * x)),
+    ("leaky_relu_grad", (G, X), {"alpha": 0.1}, lambda g, x: np.where(x > 0, g, 0.1 * g)),
+    ("softplus", (X * 10,), {}, lambda x: np.logaddexp(0, x)),
+    ("softplus_grad", (G, X * 10), {}, lambda g, x: g / (1 + np.exp(-x))),
+    ("softsign", (X,), {}, lambda x: x / (1 + abs(x))),
+    ("softsign_grad", (G, X), {}, lambda g, x: g / (1 + abs(x)) ** 2),
+    ("softmax", (A3 * 10,), {}, softmax),
+    ("log_softmax", (A3 * 10,), {}, log_softmax),
+    ("softmax_xent", (X, P), {},
+     lambda x, p: (-(p * log_softmax(x)).sum(-1), softmax(x) - p)),
+    ("sparse_softmax_xent", (X, LABELS), {},
+     lambda x, y: (-(ONEHOT * log_softmax(x)).sum(-1), softmax(x) - ONEHOT)),
+    ("l2_loss", (X,), {}, lambda x: (x ** 2).sum() / 2),
+    ("reduce_sum", (A3,), {"axes": (0, 2)}, lambda x: x.sum((0, 2))),
+    ("reduce_sum", (A3,), {"axes": (), "keep_dims": True}, lambda x: x),
+    ("reduce_mean", (A3,), {"axes": (1,), "keep_dims": True}, lambda x: x.mean(1, keepdims=1)),
+    ("reduce_mean", (np.array([[-7, 0], [7, 1]], np.int32),), {"axes": (1,)},
+     lambda x: np.array([-3, 4])),
+    ("reduce_max", (A3,), {"axes": (0, 1, 2)}, lambda x: x.max()),
+    ("reduce_min", (i32(3, 4),), {"axes": (1,)}, lambda x: x.min(1)),
+    ("reduce_prod", (A3,), {"axes": (2,)}, lambda x: x.prod(2)),
+    ("reduce_all", (A3 > -2,), {"axes": (0,)}, lambda x: x.all(0)),
+    ("reduce_any", (A3 > 2,), {"axes": (1, 2)}, lambda x: x.any((1, 2))),
+    ("reduce_euclidean_norm", (A3,), {"axes": (2,)}, lambda x: np.sqrt((x ** 2).sum(2))),
+    ("reduce_euclidean_norm", (np.array([3, 5], np.int32),), {"axes": (0,)}, lambda x: 5),
+    ("argmax", (np.array([[np.nan, 1, 3, 3]], np.float32),), {"axis": 1},
+     lambda x: np.array([2])),
+    ("argmin", (np.array([[2, 1], [1, 1]], np.int32),), {"axis": 0, "dtype": "int32"},
+     lambda x: np.array([1, 0])),
+]
+
+
+def _round_trip(params):
+    return json.loads(json.dumps(params))
+
+
+def _run(op, inputs, params):
+    opdef = get_op(op)
+    types = opdef.shape([type_of(x) for x in inputs], **params)
+    outputs = opdef.kernel(*inputs, **_round_trip(params))
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return opdef, types, outputs
+
+
+def test_every_op_has_all_rules_and_a_sample():
+    sampled = {s[0] for s in SAMPLES}
+    for name in nn.IR_OPS + reduce.IR_OPS:
+        opdef = get_op(name)
+        assert callable(opdef.shape) and callable(opdef.kernel) and callable(opdef.cost), name
+        assert opdef.mapping in MAPPINGS and not opdef.engine and not opdef.effect, name
+        assert name in sampled, f"no sample for {name}"
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s[0])
+def test_kernel_matches_rule_and_reference(sample):
+    op, inputs, params, reference = sample
+    opdef, types, outputs = _run(op, inputs, params)
+    expected = reference(*(x.astype(np.float64) if x.dtype.kind == "f" else x for x in inputs))
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert [type_of(o) for o in outputs] == types
+    for got, want in zip(outputs, expected):
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    work = opdef.cost([type_of(x) for x in inputs], types, **params)
+    assert isinstance(work, Work) and work.kind in WORK_KINDS and work.amount >= 0
+
+
+def test_cost_units():
+    a, b = TensorType((2, 3, 4), "float32"), TensorType((4, 5), "float32")
+    out = get_op("matmul").shape([a, b])
+    assert get_op("matmul").cost([a, b], out) == Work("amp", 2 * 3 * 5 * 4)
+    assert get_op("reduce_sum").cost([a], [], axes=(0,)) == Work("reduce", 24)
+    assert get_op("relu").cost([a], [a]) == Work("vector", 24)
+    assert get_op("softmax").cost([a], [a]).kind == "transcendental"
+
+
+def test_matmul_rule_rejects_mismatched_operands():
+    with pytest.raises(ValueError, match="contracted"):
+        get_op("matmul").shape([TensorType((2, 3), "float32"), TensorType((2, 3), "float32")])
+
+
+def test_sparse_xent_out_of_range_label_is_nan():
+    loss, backprop = get_op("sparse_softmax_xent").kernel(X, np.array([0, 4, -1], np.int32))
+    assert np.isfinite(loss[0]) and np.isnan(loss[1:]).all()
+    assert np.isfinite(backprop[0]).all() and np.isnan(backprop[1:]).all()
+
+
+def test_empty_reductions_start_from_the_identity():
+    empty = np.zeros((0, 2), np.float32)
+    assert (get_op("reduce_max").kernel(empty, axes=[0]) == -np.inf).all()
+    assert (get_op("reduce_min").kernel(empty.astype(np.int32), axes=[0]) == 2**31 - 1).all()
+    assert (get_op("reduce_prod").kernel(empty, axes=[0]) == 1).all()
+
+
+class FakeNode:
+    """What the tracer hands an importer, for one TensorFlow node."""
+
+    def __init__(self, tf_type, inputs, out_types=(), statics=None, **attrs):
+        self.type, self.name = tf_type, "node"
+        self.out_types = [TensorType(*t) for t in out_types]
+        self.statics, self.attrs = statics or {}, attrs
+        self.builder = Builder()
+        self.inputs = [self.builder.const(x) for x in inputs]
+
+    def attr(self, name, default=None):
+        return self.attrs.get(name, default)
+
+    def static(self, i):
+        return self.statics[i]
+
+    def run(self):
+        get_importer(self.type)(self, self.builder)
+        return self.builder.equations[-1]
+
+
+@pytest.mark.parametrize("tf_type, kwargs, op, params", [
+    ("MatMul", {"transpose_b": True}, "matmul",
+     {"transpose_a": False, "transpose_b": True, "dtype": "float32"}),
+    ("BatchMatMulV3", {"adj_x": True}, "matmul",
+     {"transpose_a": True, "transpose_b": False, "dtype": "float32"}),
+    ("BiasAddGrad", {"data_format": b"NCHW"}, "bias_add_grad", {"data_format": "NCHW"}),
+    ("LeakyRelu", {"alpha": 0.3}, "leaky_relu", {"alpha": 0.3}),
+    ("Mean", {"keep_dims": True}, "reduce_mean", {"axes": (0, 1), "keep_dims": True}),
+    ("ArgMin", {"output_type": "int32"}, "argmin", {"axis": 1, "dtype": "int32"}),
+])
+def test_importers(tf_type, kwargs, op, params):
+    x = f32(4, 4)
+    node = FakeNode(tf_type, [x, x][:1 + (op == "matmul")], [((4,), "int32")],
+                    statics={1: np.array([-1, 0])} if op.startswith("reduce") else {1: -1},
+                    **kwargs)
+    eq = node.run()
+    assert eq.op == op and eq.params == params
+
+
+def test_every_tf_type_has_an_importer():
+    assert all(get_importer(t) for t in nn.TF_TYPES + reduce.TF_TYPES)
+
+
+def test_ops_import_without_tensorflow():
+    code = "import sys, ipu_keras.ops; assert 'tensorflow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_multi_output_importer_returns_one_value_per_output():
+    node = FakeNode("SparseSoftmaxCrossEntropyWithLogits", [X, LABELS])
+    outputs = get_importer(node.type)(node, node.builder)
+    assert [v.type for v in outputs] == [TensorType((3,), "float32"), type_of(X)]
+    assert math.prod(outputs[1].type.shape) == X.size
