@@ -32,6 +32,8 @@ setup(
         "tensorflow>=2.16; sys_platform == 'darwin'",
         "keras>=3",
         "numpy",
+        # Keeps numpy's BLAS single-threaded while the simulator runs (see runtime/session.py).
+        "threadpoolctl>=3",
     ],
     extras_require={
         "test": ["pytest"],

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops._common import no_cost, per_output_element
 from ipu_keras.ops.registry import register_op, tf_import
@@ -24,12 +25,14 @@ TF_TYPES = (
     "Bitcast", "Cumsum",
 )
 
+IR_OPS = ("reshape", "transpose", "concat", "split", "tile", "broadcast_to", "pad", "reverse",
+          "bitcast", "cumsum", "invert_permutation")
 PAD_MODES = ("constant", "reflect", "symmetric")
 
 _copy_cost = per_output_element("copy")
 
 
-def _ints(values):
+def ints(values):
     """A flat tuple of python ints from an array, list or scalar."""
     return tuple(int(v) for v in np.asarray(values).reshape(-1))
 
@@ -231,7 +234,7 @@ def _import_pass_through(node, b):
 @tf_import("Transpose")
 def _import_transpose(node, b):
     x = node.inputs[0]
-    perm = tuple(p % x.type.rank for p in _ints(node.static(1)))
+    perm = tuple(p % x.type.rank for p in ints(node.static(1)))
     if perm == tuple(range(x.type.rank)):
         return x
     return b.emit("transpose", [x], perm=perm)
@@ -285,7 +288,7 @@ def _import_split(node, b):
 def _import_split_v(node, b):
     x = node.inputs[0]
     axis = _axis(node.static(2), x.type.rank)
-    sizes = list(_ints(node.static(1)))
+    sizes = list(ints(node.static(1)))
     if -1 in sizes:
         sizes[sizes.index(-1)] = x.type.shape[axis] - (sum(sizes) + 1)
     return split(b, x, axis, sizes)
@@ -293,7 +296,7 @@ def _import_split_v(node, b):
 
 @tf_import("Tile")
 def _import_tile(node, b):
-    multiples = _ints(node.static(1))
+    multiples = ints(node.static(1))
     x = node.inputs[0]
     if all(m == 1 for m in multiples):
         return x
@@ -338,7 +341,7 @@ def _import_mirror_pad(node, b):
 @tf_import("ReverseV2")
 def _import_reverse(node, b):
     x = node.inputs[0]
-    axes = tuple(sorted({_axis(a, x.type.rank) for a in _ints(node.static(1))}))
+    axes = tuple(sorted({_axis(a, x.type.rank) for a in ints(node.static(1))}))
     axes = tuple(a for a in axes if x.type.shape[a] > 1)
     return b.emit("reverse", [x], axes=axes) if axes else x
 
@@ -419,20 +422,34 @@ def broadcast_gradient_args(s0, s1):
 
 @tf_import("BroadcastGradientArgs")
 def _import_broadcast_gradient_args(node, b):
-    s0, s1 = (_ints(node.static(i)) for i in range(2))
+    s0, s1 = (ints(node.static(i)) for i in range(2))
     r0, r1 = broadcast_gradient_args(s0, s1)
     dtype = node.attr("T")
     return [b.const(np.asarray(r0, dtype)), b.const(np.asarray(r1, dtype))]
 
 
-@tf_import("InvertPermutation")
-def _import_invert_permutation(node, b):
-    perm = np.asarray(node.static(0))
+def _invert_permutation(perm):
     if sorted(perm.tolist()) != list(range(perm.size)):
         raise ValueError(f"InvertPermutation expects a permutation of 0..{perm.size - 1}. "
                          f"Received: x={perm.tolist()}")
-    return b.const(np.argsort(perm).astype(perm.dtype), perm.dtype.name)
+    return np.argsort(perm).astype(perm.dtype)
 
 
-__all__ = ["PAD_MODES", "TF_TYPES", "broadcast_to", "concat", "range_values", "reshape",
-           "split"]
+register_op("invert_permutation", shape=lambda in_types: [in_types[0]],
+            kernel=_invert_permutation, cost=per_output_element("copy"), mapping="linear")
+
+
+@tf_import("InvertPermutation")
+def _import_invert_permutation(node, b):
+    """A constant when the permutation is static (as it is in gradients), else an op."""
+    try:
+        perm = np.asarray(node.static(0))
+    except StaticShapeRequiredError:
+        return b.emit("invert_permutation", [node.inputs[0]])
+    return b.const(_invert_permutation(perm), perm.dtype.name)
+
+
+__all__ = [
+    "IR_OPS", "PAD_MODES", "TF_TYPES", "broadcast_gradient_args", "broadcast_to", "concat",
+    "ints", "range_values", "reshape", "split",
+]

@@ -11,7 +11,7 @@ import numpy as np
 from ipu_keras.errors import UnsupportedOpError
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops._common import per_output_element
-from ipu_keras.ops.array import broadcast_to, reshape
+from ipu_keras.ops.array import broadcast_to, ints, reshape
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
 TF_TYPES = (
@@ -19,13 +19,11 @@ TF_TYPES = (
     "OneHot", "UnsortedSegmentSum", "TensorScatterUpdate", "TensorScatterAdd", "ScatterNd",
 )
 
+IR_OPS = ("strided_slice", "strided_slice_grad", "gather", "gather_nd", "scatter_nd",
+          "segment_sum", "one_hot")
 SCATTER_MODES = ("update", "add")
 
 _copy_cost = per_output_element("copy")
-
-
-def _ints(values):
-    return tuple(int(v) for v in np.asarray(values).reshape(-1))
 
 
 def _check_indices(indices, bound, what):
@@ -121,6 +119,9 @@ def _canonical(dim, begin, end, stride, begin_masked, end_masked, shrink):
     if stride == 0:
         raise ValueError("Strided slice strides must be non-zero. Received: stride=0")
     if shrink:
+        if stride < 0:
+            raise ValueError("Strided slice allows only positive strides on an index that "
+                             f"removes an axis. Received: stride={stride}")
         start = begin + dim if begin < 0 else begin
         if not 0 <= start < dim:
             raise IndexError(f"Slice index {begin} is out of bounds for a dimension of "
@@ -161,7 +162,7 @@ def strided_slice_spec(shape, begin, end, strides, **masks):
 
 
 def _node_spec(node, shape, first):
-    begin, end, strides = (_ints(node.static(first + i)) for i in range(3))
+    begin, end, strides = (ints(node.static(first + i)) for i in range(3))
     masks = {k: node.attr(k, 0) for k in (
         "begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
     return strided_slice_spec(shape, begin, end, strides, **masks)
@@ -183,7 +184,7 @@ def _import_strided_slice(node, b):
 
 @tf_import("StridedSliceGrad")
 def _import_strided_slice_grad(node, b):
-    shape = _ints(node.static(0))
+    shape = ints(node.static(0))
     begin, sizes, strides, _ = _node_spec(node, shape, 1)
     dy = reshape(b, node.inputs[4], sizes)
     if sizes == shape and all(s == 1 for s in strides):
@@ -195,7 +196,7 @@ def _import_strided_slice_grad(node, b):
 @tf_import("Slice")
 def _import_slice(node, b):
     x = node.inputs[0]
-    begin, size = _ints(node.static(1)), _ints(node.static(2))
+    begin, size = ints(node.static(1)), ints(node.static(2))
     sizes = tuple(d - s if n == -1 else n for d, s, n in zip(x.type.shape, begin, size))
     return strided_slice(b, x, begin, sizes, (1,) * x.type.rank)
 
@@ -213,7 +214,7 @@ def _gather_shape(in_types, *, axis, batch_dims):
 def _gather(params, indices, *, axis, batch_dims):
     _check_indices(indices, params.shape[axis], "Gather")
     if batch_dims == 0:
-        return np.take(params, indices, axis=axis)
+        return np.asarray(np.take(params, indices, axis=axis))
     shape = _gather_shape([params, indices], axis=axis, batch_dims=batch_dims)[0].shape
     out = np.empty(shape, params.dtype)
     rows = zip(out.reshape((-1,) + shape[batch_dims:]),
@@ -244,7 +245,7 @@ def _index_tuple(indices, shape, what):
 def _gather_nd(params, indices):
     if indices.shape[-1] == 0:
         return np.array(np.broadcast_to(params, indices.shape[:-1] + params.shape))
-    return params[_index_tuple(indices, params.shape, "GatherNd")]
+    return np.asarray(params[_index_tuple(indices, params.shape, "GatherNd")])
 
 
 register_op("gather_nd", shape=_gather_nd_shape, kernel=_gather_nd, cost=_copy_cost,
@@ -264,7 +265,7 @@ def _gather_params(node, params_rank, indices_rank, axis):
 @tf_import("GatherV2")
 def _import_gather(node, b):
     params, indices = node.inputs[:2]
-    axis = _ints(node.static(2))[0]
+    axis = ints(node.static(2))[0]
     return b.emit("gather", [params, indices],
                   **_gather_params(node, params.type.rank, indices.type.rank, axis))
 
@@ -335,7 +336,7 @@ tf_import("TensorScatterAdd")(_scatter_importer("add"))
 @tf_import("ScatterNd")
 def _import_scatter_nd(node, b):
     indices, updates = node.inputs[:2]
-    zeros = broadcast_to(b, b.const(0, updates.type.dtype), _ints(node.static(2)))
+    zeros = broadcast_to(b, b.const(0, updates.type.dtype), ints(node.static(2)))
     return b.emit("scatter_nd", [zeros, indices, updates], mode="add")
 
 
@@ -360,7 +361,7 @@ register_op("segment_sum", shape=_segment_sum_shape, kernel=_segment_sum,
 
 @tf_import("UnsortedSegmentSum")
 def _import_segment_sum(node, b):
-    num = _ints(node.static(2))[0]
+    num = ints(node.static(2))[0]
     return b.emit("segment_sum", list(node.inputs[:2]), num_segments=num)
 
 
@@ -389,10 +390,10 @@ register_op("one_hot", shape=_one_hot_shape, kernel=_one_hot, cost=_copy_cost,
 @tf_import("OneHot")
 def _import_one_hot(node, b):
     indices, _, on, off = node.inputs
-    depth = _ints(node.static(1))[0]
+    depth = ints(node.static(1))[0]
     axis = int(node.attr("axis", -1))
     axis = indices.type.rank if axis == -1 else axis
     return b.emit("one_hot", [indices, on, off], depth=depth, axis=axis)
 
 
-__all__ = ["SCATTER_MODES", "TF_TYPES", "strided_slice", "strided_slice_spec"]
+__all__ = ["IR_OPS", "SCATTER_MODES", "TF_TYPES", "strided_slice", "strided_slice_spec"]

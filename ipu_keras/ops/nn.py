@@ -13,6 +13,7 @@ from ipu_keras.ir.types import TensorType
 from ipu_keras.ops._common import (
     broadcast_shape, per_input_element, per_output_element, same_type,
 )
+from ipu_keras.ops.registry import Work, register_op, tf_import
 
 TF_TYPES = (
     "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "BiasAdd", "BiasAddV1",
@@ -30,7 +31,6 @@ IR_OPS = (
     "sparse_softmax_xent", "l2_loss",
 )
 """The IR ops this module registers."""
-from ipu_keras.ops.registry import Work, register_op, tf_import
 
 # -- matmul -------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ values, static values of inputs, TensorFlow's inferred output types) and a build
 """
 import collections
 import dataclasses
+import sys
 
 Work = collections.namedtuple("Work", "kind amount")
 """What one execution of an op costs: `kind` is one of `WORK_KINDS`, `amount` is
@@ -52,7 +53,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
         raise ValueError(f"Unknown mapping {mapping!r} for op '{name}'.")
     if kernel is None and not engine:
         raise ValueError(f"Op '{name}' needs a kernel unless the engine runs it.")
-    module = getattr(shape, "__module__", "")
+    module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module)
     return _OPS[name]
 

@@ -5,11 +5,25 @@ it reads, the variables it keeps in sync with TensorFlow and the outfeed queues 
 fills. An execution is transactional: variables are written back and outfeed
 elements delivered only if the whole execution completes, so a failure leaves the
 host state as it was after the last completed execution.
+
+During an execution numpy's BLAS runs on one thread: the simulator's matmuls are
+small and many, and a multi-threaded BLAS spinning beside TensorFlow's own threads
+made them up to 60x slower on two cores.
 """
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from ipu_keras.runtime.feeds import StreamSet, infeed_for
 from ipu_keras.simulator.engine import Engine
+
+
+_THREADPOOLS = []
+
+
+def _single_threaded_blas():
+    if not _THREADPOOLS:
+        _THREADPOOLS.append(ThreadpoolController())
+    return _THREADPOOLS[0].limit(limits=1, user_api="blas")
 
 
 class Session:
@@ -26,7 +40,8 @@ class Session:
         """Run the executable once on `inputs` (numpy arrays); returns its outputs."""
         state = [np.asarray(v.numpy()) for v in self.variables]
         streams = StreamSet(self.infeeds, len(self.outfeed_queues))
-        outputs = self.engine.run(inputs, state, streams)
+        with _single_threaded_blas():
+            outputs = self.engine.run(inputs, state, streams)
         for i in self.written:
             self.variables[i].assign(state[i])
         for q, elements in zip(self.outfeed_queues, streams.enqueued):

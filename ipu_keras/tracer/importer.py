@@ -14,7 +14,9 @@ import tensorflow as tf
 from ipu_keras import ops
 from ipu_keras.errors import CompilationError, UnsupportedOpError
 from ipu_keras.ir.graph import Graph, Source, Value
+from ipu_keras.ir.types import DTYPES
 from ipu_keras.ops.builder import Builder
+from ipu_keras.ops.evaluate import fold_equation
 from ipu_keras.tracer.node import Node, numpy_dtype, tensor_type
 from ipu_keras.tracer.state import StateRef
 
@@ -80,14 +82,17 @@ class GraphImporter:
         importer = ops.get_importer(node.type)
         if importer is None:
             raise UnsupportedOpError(node.type, node.name, node.layer)
+        _check_dtypes(node)
         first = len(b.equations)
         results = importer(node, b)
         if results is None or isinstance(results, Value):
             results = [] if results is None else [results]
         results = list(results)
         for eqn in b.equations[first:]:
-            if eqn.op == "const":
-                self._consts[eqn.outputs[0].id] = eqn.params["value"]
+            folded = [eqn.params["value"]] if eqn.op == "const" else fold_equation(
+                eqn, self._consts)
+            for value, array in zip(eqn.outputs, folded or ()):
+                self._consts[value.id] = array
         _check_types(node, results)
         return results
 
@@ -132,15 +137,25 @@ def _needed_ops(tf_graph, outputs, outfeed_queues):
     return [op for op in all_ops if op._id in needed]
 
 
+def _check_dtypes(node):
+    for tensor in node.op.outputs:
+        if tensor.dtype in (tf.resource, tf.variant):
+            continue
+        if tensor.dtype.name not in DTYPES:
+            raise UnsupportedOpError(
+                node.type, node.name, node.layer,
+                hint=f"the simulated IPU has no {tensor.dtype.name} type (it supports "
+                     f"{', '.join(DTYPES)})")
+
+
 def _check_types(node, results):
-    outputs = [t for t in node.op.outputs if t.dtype not in (tf.resource, tf.variant)]
     if len(results) != len(node.op.outputs):
         raise CompilationError(
             f"The importer of {node.type} gave {len(results)} results for "
             f"{len(node.op.outputs)} outputs of '{node.name}'."
         )
     for tensor, value in zip(node.op.outputs, results):
-        if tensor not in outputs or isinstance(value, StateRef):
+        if tensor.dtype in (tf.resource, tf.variant) or isinstance(value, StateRef):
             continue
         expected = tensor_type(tensor)
         dtype = numpy_dtype(tensor.dtype)

@@ -88,6 +88,9 @@ class Node:
     def variable_index(self, ref):
         return self._importer.state.variable(self._expect(ref, "variable"))
 
+    def variable_type(self, ref):
+        return self._importer.state.variables[self.variable_index(ref)].type
+
     def infeed_index(self, ref, types):
         return self._importer.state.infeed(self._expect(ref, "iterator"), types)
 

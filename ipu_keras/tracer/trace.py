@@ -14,6 +14,7 @@ from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.builder import Builder
 from ipu_keras.tracer.importer import GraphImporter
+from ipu_keras.tracer.layers import recording_layer_names
 from ipu_keras.tracer.node import numpy_dtype
 from ipu_keras.tracer.state import StateRef, StateTable
 
@@ -71,8 +72,9 @@ def make_tf_function(fn, args, kwargs):
 def trace(fn, args=(), kwargs=None, layer_names=(), outfeed_queues=None):
     """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
-    concrete = tf_fn.get_concrete_function(*specs)
-    return import_concrete(concrete, len(specs), layer_names, outfeed_queues)
+    with recording_layer_names(set(layer_names)) as called:
+        concrete = tf_fn.get_concrete_function(*specs)
+    return import_concrete(concrete, len(specs), called, outfeed_queues)
 
 
 def import_concrete(concrete, num_args, layer_names=(), outfeed_queues=None):

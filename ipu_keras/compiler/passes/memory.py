@@ -23,7 +23,7 @@ class MemoryPlan:
     always_live: np.ndarray          # bytes per tile
     not_always_live: np.ndarray      # peak bytes per tile
     categories: dict                 # category -> bytes per tile
-    liveness: list                   # total not-always-live bytes after each top-level step
+    liveness: list                   # not-always-live bytes during each top-level step
 
     @property
     def total(self):
@@ -68,12 +68,13 @@ class _Liveness:
                     owned[v.id] = self.bytes_of(v)
                     live = live + owned[v.id]
             inner = [self.peak(sub) for sub in eqn.subgraphs()]
-            peak = np.maximum(peak, live + (np.max(inner, axis=0) if inner else 0))
+            during = live + (np.max(inner, axis=0) if inner else 0)
+            peak = np.maximum(peak, during)
+            if trace is not None:
+                trace.append(int(during.sum()))
             for v in eqn.inputs + eqn.outputs:
                 if last_use.get(v.id, -1) <= i and v.id in owned:
                     live = live - owned.pop(v.id)
-            if trace is not None:
-                trace.append(int(live.sum()))
         return peak
 
 

@@ -1,0 +1,65 @@
+"""Lowering and the cycle tables it computes from the target's figures."""
+import math
+
+import numpy as np
+
+from ipu_keras.compiler import compile_graph
+from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras.simulator import cost
+from tests.graphs import counting_loop, dense_step, small_target
+
+
+def test_blocks_are_ordered_parent_first_with_constants_preset():
+    graph, _ = counting_loop()
+    exe = compile_graph(graph, small_target(4))
+    kinds = [s[0] for s in exe.blocks[0]["steps"]]
+    assert kinds == ["while"]
+    _, _, cond, _, _, body, *_ = exe.blocks[0]["steps"][0]
+    assert 0 < cond < len(exe.blocks) and 0 < body < len(exe.blocks)
+    assert [s[0] for s in exe.blocks[body]["steps"]] == ["infeed", "exec", "exec", "outfeed",
+                                                           "exec"]
+    assert exe.constants and all(isinstance(slot, int) for slot, _ in exe.constants)
+
+
+def test_elementwise_cycles_follow_the_target_by_hand():
+    b = Builder()
+    x = new_input((1024,), "float32")
+    y = b.emit("neg", [x])
+    target = small_target(4)
+    exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
+    # 1024 floats over 4 tiles: 256 per tile, 2 float32 per cycle, plus vertex overhead.
+    expected = cost.VERTEX_OVERHEAD_CYCLES + math.ceil(256 / target.vector_flops_per_cycle)
+    assert exe.blocks[0]["cycles"] == {"compute": expected, "exchange": 0,
+                                       "sync": target.internal_sync_cycles, "host_io": 0}
+
+
+def test_matmul_cycles_use_the_amp_rate_and_pay_an_exchange():
+    b = Builder()
+    x = new_input((16, 64), "float32")
+    w = b.const(np.ones((64, 16), np.float32))
+    y = b.emit("matmul", [x, w])
+    target = small_target(1)
+    exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
+    macs = 16 * 16 * 64
+    cycles = exe.blocks[0]["cycles"]
+    assert cycles["compute"] == cost.VERTEX_OVERHEAD_CYCLES + macs // target.amp_macs(
+        "float32")
+    # One tile computes everything: it receives all of x and all of w.
+    assert cycles["exchange"] == cost.EXCHANGE_LATENCY_CYCLES + (16 * 64 + 64 * 16) * 4 // 4
+
+
+def test_stream_copies_cost_host_link_cycles():
+    graph, _ = counting_loop()
+    target = small_target(4)
+    exe = compile_graph(graph, target)
+    body = exe.blocks[0]["steps"][0][5]
+    expected = 2 * math.ceil(8 / target.host_link_bytes_per_second * target.clock_hz)
+    assert exe.blocks[body]["cycles"]["host_io"] == expected
+
+
+def test_compile_reports_written_variables_and_pass_times():
+    exe = compile_graph(dense_step(), small_target(4))
+    assert exe.variables == [{"name": "w", "shape": [3, 2], "dtype": "float32",
+                              "written": True}]
+    assert set(exe.info["pass_seconds"]) >= {"verify", "inline", "constant-fold", "dead-code",
+                                             "tile-map", "memory-plan", "lower"}

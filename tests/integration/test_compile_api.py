@@ -1,0 +1,98 @@
+"""ipu_compiler.compile, scopes, control flow and errors, against TensorFlow on the CPU."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import ipu_keras as ipu
+from ipu_keras.errors import UnsupportedOpError
+
+
+def test_tutorial_basic_graph():
+    def basic_graph(pa, pb, pc):
+        o1 = pa + pb
+        o2 = pa + pc
+        return o1 + o2
+
+    a = np.array([1.0, 1.0], np.float32)
+    b = np.array([0.0, 1.0], np.float32)
+    c = np.array([1.0, 5.0], np.float32)
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        result = ipu.ipu_compiler.compile(basic_graph, [a, b, c])
+    assert len(result) == 1
+    np.testing.assert_array_equal(result[0], [3.0, 8.0])
+
+
+def test_while_loop_and_cond_match_tensorflow():
+    def fn(x, n):
+        def body(i, acc):
+            acc = tf.cond(tf.reduce_sum(acc) > 10.0, lambda: acc * 0.5, lambda: acc + x)
+            return i + 1, acc
+
+        _, out = tf.while_loop(lambda i, _: i < n, body, [tf.constant(0), tf.zeros_like(x)])
+        return out
+
+    x = np.array([1.5, 2.0, -0.5], np.float32)
+    n = np.array(9, np.int32)
+    expected = tf.function(fn)(x, n).numpy()
+    np.testing.assert_allclose(ipu.ipu_compiler.compile(fn, [x, n])[0], expected, rtol=1e-6)
+
+
+def test_python_numbers_are_compile_time_constants_and_cached_per_value():
+    def fn(x, scale):
+        return x * scale
+
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(ipu.ipu_compiler.compile(fn, [x, 2.0])[0], [2, 2, 2])
+    np.testing.assert_array_equal(ipu.ipu_compiler.compile(fn, [x, 3.0])[0], [3, 3, 3])
+
+
+def test_loops_repeat_with_an_infeed_matches_tensorflow():
+    data = np.arange(24, dtype=np.float32).reshape(6, 4)
+    dataset = tf.data.Dataset.from_tensor_slices(data).batch(2, drop_remainder=True)
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset, prefetch_depth=2)
+
+    def body(total, batch):
+        return total + tf.reduce_sum(batch, axis=0)
+
+    def program():
+        return ipu.loops.repeat(3, body, [tf.zeros(4)], infeed)
+
+    strategy = ipu.ipu_strategy.IPUStrategy()
+    with strategy.scope():
+        (total,) = strategy.run(program)
+    np.testing.assert_allclose(total, data.sum(axis=0))
+
+
+def test_unsupported_op_is_named():
+    def fn(x):
+        return tf.math.real(tf.signal.fft(tf.complex(x, x)))
+
+    with pytest.raises(UnsupportedOpError) as info:
+        ipu.ipu_compiler.compile(fn, [np.ones(8, np.float32)])
+    message = str(info.value)
+    assert "'Complex'" in message or "'FFT'" in message
+    assert "ipu_keras.supported_ops()" in message
+
+
+def test_unsupported_op_names_the_keras_layer():
+    import keras
+
+    class Spectrum(keras.layers.Layer):
+        def call(self, x):
+            return tf.math.real(tf.signal.fft(tf.cast(x, tf.complex64)))
+
+    layer = Spectrum(name="spectrum")
+    with pytest.raises(UnsupportedOpError) as info:
+        ipu.ipu_compiler.compile(lambda x: layer(x), [np.ones((2, 8), np.float32)])
+    assert info.value.layer == "spectrum"
+    assert "in Keras layer 'spectrum'" in str(info.value)
+
+
+def test_supported_ops_lists_tensorflow_op_types():
+    names = ipu.supported_ops()
+    assert {"MatMul", "AddV2", "While", "ReadVariableOp", "IteratorGetNext"} <= set(names)
+    assert "FFT" not in names
+
+
+def test_running_on_ipu_model():
+    assert ipu.utils.running_on_ipu_model() is True

@@ -1,0 +1,57 @@
+"""The IR: building, printing and verifying graphs."""
+import numpy as np
+import pytest
+
+from ipu_keras.errors import CompilationError
+from ipu_keras.ir import Equation, Graph, TensorType, Value, verify
+from ipu_keras.ops.builder import Builder, new_input
+from tests.graphs import counting_loop, dense_step
+
+
+def test_builder_types_outputs_with_the_shape_rule():
+    b = Builder()
+    x = new_input((4, 3), "float32")
+    y = b.emit("matmul", [x, b.const(np.ones((3, 5), np.float32))])
+    assert y.type == TensorType((4, 5), "float32")
+
+
+def test_printer_shows_ops_params_and_subgraphs():
+    graph, _ = counting_loop()
+    text = str(graph)
+    assert "while(" in text and "cond:" in text and "body:" in text
+    assert "infeed() {infeed=0" in text
+
+
+def test_verifier_accepts_well_formed_graphs():
+    verify(dense_step())
+    verify(counting_loop()[0])
+
+
+def test_verifier_rejects_use_before_definition():
+    x = new_input((2,), "float32")
+    ghost = Value(TensorType((2,), "float32"))
+    out = Value(TensorType((2,), "float32"))
+    graph = Graph([x], [out], [Equation("add", [x, ghost], [out])])
+    with pytest.raises(CompilationError, match="before it is defined"):
+        verify(graph)
+
+
+def test_verifier_rejects_wrong_recorded_types():
+    x = new_input((2,), "float32")
+    out = Value(TensorType((3,), "float32"))
+    graph = Graph([x], [out], [Equation("add", [x, x], [out])])
+    with pytest.raises(CompilationError, match="shape rule gives"):
+        verify(graph)
+
+
+def test_verifier_rejects_unknown_variable():
+    graph = dense_step().replace(variables=[])
+    with pytest.raises(CompilationError, match="names var 0"):
+        verify(graph)
+
+
+def test_verifier_rejects_double_definition():
+    x = new_input((2,), "float32")
+    graph = Graph([x], [x], [Equation("neg", [x], [x])])
+    with pytest.raises(CompilationError):
+        verify(graph)

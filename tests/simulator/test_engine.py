@@ -1,0 +1,44 @@
+"""The engine runs executables: kernels, variables, streams, loops and cycle counts."""
+import numpy as np
+
+from ipu_keras.compiler import compile_graph
+from ipu_keras.simulator import Engine
+from tests.graphs import ListStreams, counting_loop, dense_step, dense_step_reference, small_target
+
+
+def test_dense_step_matches_numpy_and_updates_the_variable():
+    exe = compile_graph(dense_step(), small_target(4))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    state = [w.copy()]
+    y, total = Engine(exe).run([x], state, streams=None)
+    ref_y, ref_total, ref_w = dense_step_reference(x, w)
+    np.testing.assert_allclose(y, ref_y, rtol=1e-6)
+    np.testing.assert_allclose(total, ref_total, rtol=1e-6)
+    np.testing.assert_allclose(state[0], ref_w, rtol=1e-6)
+    assert state[0].dtype == np.float32
+
+
+def test_while_loop_with_streams():
+    graph, _ = counting_loop(limit=3)
+    exe = compile_graph(graph, small_target(4))
+    elements = [np.full(2, k, np.float32) for k in (1, 2, 3)]
+    streams = ListStreams(elements)
+    i, acc = Engine(exe).run([np.zeros(2, np.float32)], [], streams)
+    assert i == 3
+    np.testing.assert_array_equal(acc, [11, 11])  # ((0*2+1)*2+2)*2+3
+    np.testing.assert_array_equal(np.stack(streams.out), [[1, 1], [4, 4], [11, 11]])
+
+
+def test_cycles_are_block_costs_times_executions():
+    graph, _ = counting_loop(limit=4)
+    exe = compile_graph(graph, small_target(4))
+    engine = Engine(exe)
+    engine.run([np.zeros(2, np.float32)], [], ListStreams([np.ones(2, np.float32)] * 4))
+    _, _, cond, _, _, body, *_ = exe.blocks[0]["steps"][0]
+    assert engine.counts[cond] == 5 and engine.counts[body] == 4
+    expected = {k: exe.blocks[0]["cycles"][k] + 5 * exe.blocks[cond]["cycles"][k]
+                + 4 * exe.blocks[body]["cycles"][k] for k in exe.blocks[0]["cycles"]}
+    assert engine.cycles() == expected
+    assert expected["host_io"] > 0 and expected["compute"] > 0
