@@ -15,7 +15,7 @@ import importlib
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "config", "errors", "flags", "ipu_compiler", "ipu_infeed_queue", "ipu_outfeed_queue",
+    "config", "errors", "flags", "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue",
     "ipu_strategy", "loops", "scopes", "utils",
 )
 _NAMES = {
@@ -24,6 +24,8 @@ _NAMES = {
     "IPUOutfeedMode": ("ipu_outfeed_queue", "IPUOutfeedMode"),
     "IPUOutfeedQueue": ("ipu_outfeed_queue", "IPUOutfeedQueue"),
     "IPUStrategy": ("ipu_strategy", "IPUStrategy"),
+    "Model": ("keras", "Model"),
+    "Sequential": ("keras", "Sequential"),
     "supported_ops": ("ops", "supported_tf_ops"),
 }
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 from ipu_keras import config as ipu_config
 from ipu_keras import ipu_outfeed_queue
 from ipu_keras.compiler import compile_graph
-from ipu_keras.runtime import Session
+from ipu_keras.runtime import Session, infeed_for
 from ipu_keras.tracer import trace
 from ipu_keras.tracer.trace import split_arguments
 
@@ -37,10 +37,9 @@ class CompiledFunction:
         self.traced = traced
         self.executable = executable
         self.target = target
-        self.session = Session(
-            executable, traced.variables, traced.infeeds, traced.outfeeds,
-            [spec.types for spec in traced.graph.infeeds],
-        )
+        infeeds = [infeed_for(handle, spec.types)
+                   for handle, spec in zip(traced.infeeds, traced.graph.infeeds)]
+        self.session = Session(executable, traced.variables, infeeds, traced.outfeeds)
         self.compile_seconds = time.perf_counter() - start
         logger.info("Compiled '%s' for %s in %.2f s (%d equations).",
                     getattr(fn, "__name__", "function"), target.name, self.compile_seconds,

@@ -10,14 +10,17 @@ During an execution numpy's BLAS runs on one thread: the simulator's matmuls are
 small and many, and a multi-threaded BLAS spinning beside TensorFlow's own threads
 made them up to 60x slower on two cores.
 """
+import itertools
+
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from ipu_keras.runtime.feeds import StreamSet, infeed_for
+from ipu_keras.runtime.feeds import StreamSet
 from ipu_keras.simulator.engine import Engine
 
 
 _THREADPOOLS = []
+_runs = itertools.count(1)
 
 
 def _single_threaded_blas():
@@ -27,14 +30,25 @@ def _single_threaded_blas():
 
 
 class Session:
-    def __init__(self, executable, variables, infeed_handles, outfeed_queues, infeed_types):
+    """Runs one executable.
+
+    Args:
+        executable: The compiled `Executable`.
+        variables: The `tf.Variable` behind each of the executable's variables.
+        infeeds: One object per infeed with `pull() -> [arrays]`.
+        outfeeds: One object per outfeed with `_deliver([[arrays], ...])`, called with
+            every element enqueued during an execution once it has completed.
+    """
+
+    def __init__(self, executable, variables, infeeds, outfeeds):
         self.executable = executable
         self.engine = Engine(executable)
         self.variables = variables
         self.written = [i for i, v in enumerate(executable.variables) if v["written"]]
-        self.infeeds = [infeed_for(h, t) for h, t in zip(infeed_handles, infeed_types)]
-        self.outfeed_queues = outfeed_queues
+        self.infeeds = list(infeeds)
+        self.outfeed_queues = list(outfeeds)
         self.last_cycles = None
+        self.run_index = 0
 
     def run(self, inputs):
         """Run the executable once on `inputs` (numpy arrays); returns its outputs."""
@@ -47,4 +61,5 @@ class Session:
         for q, elements in zip(self.outfeed_queues, streams.enqueued):
             q._deliver(elements)
         self.last_cycles = self.engine.cycles()
+        self.run_index = next(_runs)
         return [np.asarray(o) for o in outputs]

@@ -1,0 +1,47 @@
+"""The host/device boundary: batches become flat numpy arrays of IPU dtypes.
+
+The IPU has no 64-bit types. float64 becomes float32 and int64 becomes int32, with
+one warning per dtype; an int64 value outside the int32 range is an error rather than
+a silent wrap.
+"""
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_keras.errors import FeedError
+
+_CONVERSIONS = {np.dtype("float64"): np.dtype("float32"), np.dtype("int64"): np.dtype("int32"),
+                np.dtype("uint64"): np.dtype("int32")}
+_warned = set()
+
+
+def to_device_array(value):
+    array = np.asarray(value)
+    target = _CONVERSIONS.get(array.dtype)
+    if target is None:
+        return array
+    if target.kind == "i" and array.size:
+        info = np.iinfo(target)
+        if array.min() < info.min or array.max() > info.max:
+            raise FeedError(
+                f"The IPU has no {array.dtype} type: values are converted to {target}, which "
+                f"expected values in [{info.min}, {info.max}]. Received: values in "
+                f"[{array.min()}, {array.max()}]."
+            )
+    if array.dtype not in _warned:
+        _warned.add(array.dtype)
+        warnings.warn(
+            f"The IPU has no {array.dtype} type: inputs of that dtype are converted to {target} "
+            "at the host/device boundary.", stacklevel=4)
+    return array.astype(target)
+
+
+def flatten_batch(batch):
+    """(structure with None kept, flat list of device arrays for the non-None leaves)."""
+    leaves = tf.nest.flatten(batch)
+    return [to_device_array(leaf) for leaf in leaves if leaf is not None]
+
+
+def signature(arrays):
+    return tuple((a.shape, a.dtype.name) for a in arrays)

@@ -1,0 +1,72 @@
+"""`DeviceFunction`: what Keras calls as `train_function`, `test_function` and
+`predict_function` on an ipu_keras model.
+
+It keeps Keras' contract: it takes the epoch's iterator (or, for predict, the list of
+batches Keras gathered), runs up to `steps_per_execution` steps and returns the last
+step's logs (predict: the outputs of all steps, concatenated), raising StopIteration
+when there is no data left. Each distinct batch signature (a partial last batch has
+its own) gets its own `StepProgram`, compiled once and reused; the number of steps is
+an input of the executable, so the remainder of an epoch needs no recompile.
+"""
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_keras.keras.boundary import flatten_batch, signature
+from ipu_keras.keras.program import StepProgram
+
+logger = logging.getLogger("ipu_keras")
+
+
+class DeviceFunction:
+    def __init__(self, model, kind):
+        self.model = model
+        self.kind = kind
+        self.programs = {}
+        self.last_program = None
+        self.step_outputs = []
+
+    def __call__(self, data):
+        batches = self._stage(data)
+        if not batches:
+            raise StopIteration
+        flats = [flatten_batch(b) for b in batches]
+        self.step_outputs = []
+        for start, end in _runs_of_equal_signature(flats):
+            program = self._program(batches[start], flats[start])
+            self.step_outputs.extend(program.run(flats[start:end]))
+            self.last_program = program
+        if self.kind == "predict":
+            # Keras concatenates executions itself and expects tensors back.
+            return tf.nest.map_structure(lambda *xs: tf.convert_to_tensor(np.concatenate(xs)),
+                                         *self.step_outputs)
+        return self.step_outputs[-1]
+
+    def _stage(self, data):
+        if isinstance(data, list):  # predict: Keras already gathered the batches
+            return data
+        batches = []
+        for _ in range(self.model.steps_per_execution):
+            try:
+                batches.append(next(data))
+            except (StopIteration, tf.errors.OutOfRangeError):
+                break
+        return batches
+
+    def _program(self, batch, flat):
+        key = signature(flat)
+        program = self.programs.get(key)
+        if program is None:
+            step = getattr(self.model, f"{self.kind}_step")
+            program = self.programs[key] = StepProgram(self.model, step, batch)
+            logger.info("Compiled the %s step of '%s' for %s in %.2f s.", self.kind,
+                        self.model.name, program.target.name, program.compile_seconds)
+        return program
+
+
+def _runs_of_equal_signature(flats):
+    """(start, end) of each run of consecutive batches with the same signature."""
+    keys = [signature(f) for f in flats]
+    starts = [i for i in range(len(keys)) if i == 0 or keys[i] != keys[i - 1]]
+    return list(zip(starts, starts[1:] + [len(keys)]))

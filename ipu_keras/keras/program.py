@@ -1,0 +1,77 @@
+"""One compiled Keras step (train, test or predict) for one batch signature.
+
+A `StepProgram` traces the model's step function on an example batch, wraps it in the
+counted device loop (`runtime/device_loop.py`), compiles it and keeps the session
+that runs it. `run(batches)` stages the batches in the infeed, runs one execution of
+`len(batches)` steps and returns every step's outputs from the outfeed.
+"""
+import logging
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from ipu_keras import config as ipu_config
+from ipu_keras import ipu_outfeed_queue
+from ipu_keras.compiler import compile_graph
+from ipu_keras.keras.boundary import to_device_array
+from ipu_keras.runtime import Session, infeed_for
+from ipu_keras.runtime.device_loop import counted_loop
+from ipu_keras.tracer import trace
+
+logger = logging.getLogger("ipu_keras")
+
+
+class StagedInfeed:
+    """An infeed whose elements the host stages before the execution starts."""
+
+    def __init__(self):
+        self.elements = []
+
+    def load(self, elements):
+        self.elements = list(reversed(elements))
+
+    def pull(self):
+        return self.elements.pop()
+
+
+class StepOutfeed:
+    """Collects every step's outputs of the last execution."""
+
+    def __init__(self):
+        self.elements = []
+
+    def _deliver(self, elements):
+        self.elements = elements
+
+
+class StepProgram:
+    def __init__(self, model, step_fn, example_batch):
+        start = time.perf_counter()
+        cfg = ipu_config.get_active_config()
+        layer_names = {layer.name for layer in getattr(model, "_flatten_layers", lambda: [])()}
+        traced = trace(step_fn, (tf.nest.map_structure(_device_leaf, example_batch),),
+                       layer_names=layer_names, outfeed_queues=ipu_outfeed_queue.registry())
+        graph, _, _ = counted_loop(traced.graph)
+        self.target = cfg.target()
+        self.executable = compile_graph(graph, self.target, cfg.ipu_model.compile_ipu_code)
+        self.infeed, self.outfeed = StagedInfeed(), StepOutfeed()
+        infeeds = [infeed_for(h, spec.types) for h, spec in zip(traced.infeeds,
+                                                                  traced.graph.infeeds)]
+        self.session = Session(self.executable, traced.variables, infeeds + [self.infeed],
+                               list(traced.outfeeds) + [self.outfeed])
+        self.output_structure = traced.output_structure
+        self.compile_seconds = time.perf_counter() - start
+        self.steps_run = 0
+
+    def run(self, flat_batches):
+        """Runs one step per flat batch in one execution; returns each step's outputs."""
+        self.infeed.load(flat_batches)
+        self.session.run([np.int32(len(flat_batches))])
+        self.steps_run = len(flat_batches)
+        structure = self.output_structure
+        return [tf.nest.pack_sequence_as(structure, list(e)) for e in self.outfeed.elements]
+
+
+def _device_leaf(leaf):
+    return None if leaf is None else to_device_array(leaf)

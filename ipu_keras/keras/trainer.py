@@ -1,0 +1,75 @@
+"""`IPUTrainerMixin`: plugs the simulated IPU into Keras' TensorFlow trainer.
+
+Keras owns the training loop (epochs, data adapters, callbacks, progress bar,
+History, metrics); the mixin only replaces how a batch of steps runs, through the
+documented hooks `make_train_function`, `make_test_function` and
+`make_predict_function`, each returning a `DeviceFunction` that runs the model's
+(possibly user-defined) `train_step`/`test_step`/`predict_step` on the device.
+"""
+from ipu_keras.keras.device_function import DeviceFunction
+
+
+class IPUTrainerMixin:
+    """Mixed into keras.Model subclasses before the Keras class."""
+
+    _ipu_asynchronous_callbacks = False
+
+    def make_train_function(self, force=False):
+        if self.train_function is None or force:
+            self.train_function = DeviceFunction(self, "train")
+        return self.train_function
+
+    def make_test_function(self, force=False):
+        if self.test_function is None or force:
+            self.test_function = DeviceFunction(self, "test")
+        return self.test_function
+
+    def make_predict_function(self, force=False):
+        if self.predict_function is None or force:
+            self.predict_function = DeviceFunction(self, "predict")
+        return self.predict_function
+
+    def set_asynchronous_callbacks(self, asynchronous=False):
+        """With True, per-batch callbacks also see every step of an execution, with its logs."""
+        if not isinstance(asynchronous, bool):
+            raise ValueError(
+                f"set_asynchronous_callbacks expected a bool. Received: asynchronous="
+                f"{asynchronous!r}"
+            )
+        self._ipu_asynchronous_callbacks = asynchronous
+
+    def ipu_report(self):
+        """A summary of the last executable this model ran on the simulated IPU.
+
+        Returns:
+            A dict with `target`, `steps` (of the last execution), `cycles` split into
+            compute/exchange/sync/host_io, `total_cycles`, `device_seconds_per_step`,
+            `max_tile`, `max_tile_bytes` and `bytes_per_tile`; None before any run.
+        """
+        program = _last_program(self)
+        if program is None:
+            return None
+        cycles = program.session.last_cycles
+        total = sum(cycles.values())
+        steps = max(1, program.steps_run)
+        target = program.target
+        return {
+            "target": target.name,
+            "steps": program.steps_run,
+            "cycles": dict(cycles),
+            "total_cycles": total,
+            "device_seconds_per_step": total / steps / target.clock_hz,
+            "max_tile": program.executable.memory["max_tile"],
+            "max_tile_bytes": program.executable.memory["max_tile_bytes"],
+            "bytes_per_tile": target.bytes_per_tile,
+        }
+
+
+def _last_program(model):
+    candidates = [f.last_program for f in (model.train_function, model.test_function,
+                                           model.predict_function)
+                  if isinstance(f, DeviceFunction) and f.last_program is not None]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: p.session.run_index)
+
