@@ -60,8 +60,11 @@ class DeviceFunction:
         if program is None:
             step = getattr(self.model, f"{self.kind}_step")
             program = self.programs[key] = StepProgram(self.model, step, batch)
-            logger.info("Compiled the %s step of '%s' for %s in %.2f s.", self.kind,
-                        self.model.name, program.target.name, program.compile_seconds)
+            first = not getattr(self.model, "_ipu_compile_logged", False)
+            self.model._ipu_compile_logged = True
+            logger.log(logging.INFO if first else logging.DEBUG,
+                       "Compiled the %s step of '%s' for %s in %.2f s.", self.kind,
+                       self.model.name, program.target.name, program.compile_seconds)
         return program
 
 

@@ -6,6 +6,11 @@ documented hooks `make_train_function`, `make_test_function` and
 `make_predict_function`, each returning a `DeviceFunction` that runs the model's
 (possibly user-defined) `train_step`/`test_step`/`predict_step` on the device.
 """
+import inspect
+
+import keras
+
+from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
 
 
@@ -28,6 +33,28 @@ class IPUTrainerMixin:
         if self.predict_function is None or force:
             self.predict_function = DeviceFunction(self, "predict")
         return self.predict_function
+
+    def fit(self, *args, **kwargs):
+        return super().fit(**self._with_step_replay(keras.Model.fit, args, kwargs))
+
+    def evaluate(self, *args, **kwargs):
+        return super().evaluate(**self._with_step_replay(keras.Model.evaluate, args, kwargs))
+
+    def predict(self, *args, **kwargs):
+        return super().predict(**self._with_step_replay(keras.Model.predict, args, kwargs))
+
+    def _with_step_replay(self, method, args, kwargs):
+        """The call's arguments by name, the callbacks wrapped if asynchronous callbacks are on."""
+        bound = inspect.signature(method).bind(self, *args, **kwargs)
+        arguments = dict(bound.arguments)
+        del arguments["self"]
+        arguments.update(arguments.pop("kwargs", {}))
+        callbacks = arguments.get("callbacks")
+        # A CallbackList is Keras passing fit's own callbacks on to evaluate: already wrapped.
+        if (self._ipu_asynchronous_callbacks and callbacks
+                and not isinstance(callbacks, keras.callbacks.CallbackList)):
+            arguments["callbacks"] = [StepReplay(list(callbacks), self)]
+        return arguments
 
     def set_asynchronous_callbacks(self, asynchronous=False):
         """With True, per-batch callbacks also see every step of an execution, with its logs."""
