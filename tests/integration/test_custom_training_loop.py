@@ -2,7 +2,7 @@
 
 MNIST-shaped data (synthetic when the real set cannot be downloaded), a plain
 keras.Sequential MLP trained with SGD in a `tf.range` loop of 10 steps per execution,
-losses sent through an outfeed. The same loop runs in TensorFlow on the CPU from the
+losses sent through an outfeed: the loop of `ipu_keras.demo`, which is the tutorial's. The same loop runs in TensorFlow on the CPU from the
 same initial weights; losses and final weights must agree within 1e-5 relative.
 """
 import numpy as np
@@ -11,6 +11,7 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
+from ipu_keras.demo import load_data, make_dataset, make_model, make_training_loop
 from ipu_keras.errors import InfeedExhaustedError
 
 STEPS_PER_EXECUTION = 10
@@ -18,45 +19,17 @@ EXECUTIONS = 10
 
 
 def mnist_like(n=640):
-    try:
-        (x, y), _ = keras.datasets.mnist.load_data()
-        x, y = x[:n].astype(np.float32) / 255.0, y[:n].astype(np.int32)
-    except Exception:  # no network: synthetic data of the same shapes and dtypes
-        rng = np.random.default_rng(0)
-        x = rng.random((n, 28, 28), dtype=np.float32)
-        y = rng.integers(0, 10, n).astype(np.int32)
-    return x, y
+    x, y, _ = load_data(samples=n)
+    return x[:n], y[:n]
 
 
 def dataset():
     x, y = mnist_like()
-    return tf.data.Dataset.from_tensor_slices((x, y)).batch(32, drop_remainder=True).repeat()
-
-
-def make_model():
-    keras.utils.set_random_seed(7)
-    return keras.Sequential([
-        keras.Input((28, 28)),
-        keras.layers.Flatten(),
-        keras.layers.Dense(128, activation="relu"),
-        keras.layers.Dense(10, activation="softmax"),
-    ])
+    return make_dataset(x, y, 32)
 
 
 def make_loop(model, optimizer, loss_fn, record, jit_compile=True):
-    """The tutorial's loop; TensorFlow's own XLA cannot compile the CPU reference's infeed."""
-
-    @tf.function(jit_compile=jit_compile)
-    def training_loop(iterator, steps):
-        for _ in tf.range(steps):
-            features, labels = next(iterator)
-            with tf.GradientTape() as tape:
-                loss = loss_fn(labels, model(features, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            record(loss)
-
-    return training_loop
+    return make_training_loop(model, optimizer, loss_fn, record, jit_compile)
 
 
 @pytest.fixture(scope="module")
