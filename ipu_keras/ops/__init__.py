@@ -1,5 +1,7 @@
 """The op registry and every op family. Importing this package registers all ops."""
-from ipu_keras.ops import array, control, indexing, math, nn, reduce, state  # noqa: F401
+from ipu_keras.ops import (  # noqa: F401
+    array, control, einsum, indexing, lists, math, nn, random, reduce, state,
+)
 from ipu_keras.ops.builder import Builder
 from ipu_keras.ops.registry import (
     OpDef, Work, all_ops, get_importer, get_op, register_op, supported_tf_ops, tf_import,

@@ -87,6 +87,12 @@ tf_import("AssignAddVariableOp")(_writer("add"))
 tf_import("AssignSubVariableOp")(_writer("sub"))
 
 
+@tf_import("VariableShape")
+def _import_variable_shape(node, b):
+    shape = node.variable_type(node.inputs[0]).shape
+    return b.const(shape, dtype=node.attr("out_type", "int32"))
+
+
 @tf_import("IteratorGetNext")
 def _import_infeed(node, b):
     index = node.infeed_index(node.inputs[0], node.out_types)

@@ -7,6 +7,7 @@ arithmetic with dynamic shapes never reaches an importer. Each op goes through t
 importer registered for its type in `ipu_keras.ops`; the IR types it produces are
 checked against TensorFlow's own shape inference.
 """
+import heapq
 import re
 
 import tensorflow as tf
@@ -124,17 +125,43 @@ def is_effect(op, outfeed_queues):
 
 
 def _needed_ops(tf_graph, outputs, outfeed_queues):
-    """Ops that outputs or effects depend on through data edges, in creation order."""
+    """Ops that outputs or effects depend on through data edges, in program order.
+
+    Program order is creation order wherever that is topological. It is not always:
+    TensorFlow adds inputs to a forward `While` when it builds its gradient, so each
+    op is placed after its inputs and control inputs, the earliest-created ready op
+    first.
+    """
     all_ops = tf_graph.get_operations()
-    needed = set()
+    needed = {}
     stack = [t.op for t in outputs] + [op for op in all_ops if is_effect(op, outfeed_queues)]
     while stack:
         op = stack.pop()
-        if op._id in needed:
-            continue
-        needed.add(op._id)
-        stack.extend(t.op for t in op.inputs)
-    return [op for op in all_ops if op._id in needed]
+        if op._id not in needed:
+            needed[op._id] = op
+            stack.extend(t.op for t in op.inputs)
+    waiting = {i: {p._id for p in _predecessors(op)} & needed.keys()
+               for i, op in needed.items()}
+    users = {i: [] for i in needed}
+    for i, preds in waiting.items():
+        for p in preds:
+            users[p].append(i)
+    ready = [i for i, preds in waiting.items() if not preds]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(needed[i])
+        for user in users[i]:
+            waiting[user].discard(i)
+            if not waiting[user]:
+                heapq.heappush(ready, user)
+    assert len(order) == len(needed), "the traced graph has a cycle"
+    return order
+
+
+def _predecessors(op):
+    return [t.op for t in op.inputs] + list(op.control_inputs)
 
 
 def _check_dtypes(node):
