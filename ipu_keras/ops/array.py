@@ -22,7 +22,7 @@ TF_TYPES = (
     "SplitV", "Tile", "BroadcastTo", "Fill", "Range", "Shape", "ShapeN", "Size", "Rank",
     "BroadcastGradientArgs", "Pad", "PadV2", "MirrorPad", "ReverseV2", "StopGradient",
     "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics", "InvertPermutation",
-    "Bitcast", "Cumsum",
+    "Bitcast", "Cumsum", "ConcatOffset",
 )
 
 IR_OPS = ("reshape", "transpose", "concat", "split", "tile", "broadcast_to", "pad", "reverse",
@@ -249,6 +249,20 @@ def _import_concat(node, b):
     values = node.inputs[:-1]
     axis = _axis(node.static(len(values)), values[0].type.rank)
     return concat(b, values, axis)
+
+
+@tf_import("ConcatOffset")
+def _import_concat_offset(node, b):
+    """Where each input starts in the concatenation: a constant of the static shapes."""
+    shapes = [np.asarray(node.static(i)) for i in range(1, len(node.inputs))]
+    axis = int(node.static(0)) % len(shapes[0])
+    starts = np.cumsum([0] + [shape[axis] for shape in shapes[:-1]])
+    offsets = []
+    for shape, start in zip(shapes, starts):
+        offset = np.zeros_like(shape)
+        offset[axis] = start
+        offsets.append(b.const(offset))
+    return offsets
 
 
 @tf_import("Pack")

@@ -17,6 +17,7 @@ from ipu_keras.ops.registry import Work, register_op, tf_import
 TF_TYPES = (
     "Slice", "StridedSlice", "StridedSliceGrad", "GatherV2", "ResourceGather", "GatherNd",
     "OneHot", "UnsortedSegmentSum", "TensorScatterUpdate", "TensorScatterAdd", "ScatterNd",
+    "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate",
 )
 
 IR_OPS = ("strided_slice", "strided_slice_grad", "gather", "gather_nd", "scatter_nd",
@@ -331,6 +332,33 @@ def _scatter_importer(mode):
 
 tf_import("TensorScatterUpdate")(_scatter_importer("update"))
 tf_import("TensorScatterAdd")(_scatter_importer("add"))
+
+
+def _resource_scatter(mode):
+    """`var[indices] op= updates` as read, scatter_nd and assign (duplicates accumulate)."""
+
+    def importer(node, b):
+        ref, indices, updates = node.inputs
+        var_type = node.variable_type(ref)
+        index = node.variable_index(ref)
+        old = b.emit("read_var", [], var=index, type=var_type)
+        where = reshape(b, indices, indices.type.shape + (1,))
+        full = indices.type.shape + var_type.shape[1:]
+        if updates.type.shape != full:  # a scalar update applies to every indexed row
+            updates = broadcast_to(b, updates, full)
+        if mode == "sub":
+            updates = b.emit("neg", [updates])
+        new = b.emit("scatter_nd", [old, where, updates],
+                     mode="update" if mode == "update" else "add")
+        b.emit("write_var", [new], var=index, mode="assign")
+        return []
+
+    return importer
+
+
+tf_import("ResourceScatterAdd")(_resource_scatter("add"))
+tf_import("ResourceScatterSub")(_resource_scatter("sub"))
+tf_import("ResourceScatterUpdate")(_resource_scatter("update"))
 
 
 @tf_import("ScatterNd")

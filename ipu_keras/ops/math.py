@@ -192,6 +192,12 @@ def _horner(coeffs, x):
     return acc
 
 
+def _erfc_tail(a):
+    """erfc(a) for a >= 0.5, without the cancellation of 1 - erf(a)."""
+    t = 1 / (1 + 0.5 * a)
+    return t * np.exp(_horner(_ERFC_FIT, t) - a * a)
+
+
 def _erf(x):
     z = np.asarray(x, dtype=np.float64)
     a = np.abs(z)
@@ -199,10 +205,19 @@ def _erf(x):
     out = np.empty_like(a)
     s = a[small]
     out[small] = s * _horner(_ERF_SERIES, s * s)
-    big = a[~small]
-    t = 1 / (1 + 0.5 * big)
-    out[~small] = 1 - t * np.exp(_horner(_ERFC_FIT, t) - big * big)
+    out[~small] = 1 - _erfc_tail(a[~small])
     return np.copysign(out, z)
+
+
+def _erfc(x):
+    z = np.asarray(x, dtype=np.float64)
+    a = np.abs(z)
+    small = a < 0.5
+    out = np.empty_like(a)
+    out[small] = 1 - _erf(z[small])
+    tail = _erfc_tail(a[~small])
+    out[~small] = np.where(z[~small] > 0, tail, 2 - tail)
+    return out
 
 
 # ------------------------------------------------------------------ the ops
@@ -252,6 +267,7 @@ _elementwise("log1p", np.log1p, TRANSCENDENTAL, "Log1p")
 _elementwise("tanh", np.tanh, TRANSCENDENTAL, "Tanh")
 _elementwise("sigmoid", _sigmoid, TRANSCENDENTAL, "Sigmoid")
 _elementwise("erf", _erf, TRANSCENDENTAL, "Erf")
+_elementwise("erfc", _erfc, TRANSCENDENTAL, "Erfc")
 _elementwise("sin", np.sin, TRANSCENDENTAL, "Sin")
 _elementwise("cos", np.cos, TRANSCENDENTAL, "Cos")
 _elementwise("tan", np.tan, TRANSCENDENTAL, "Tan")

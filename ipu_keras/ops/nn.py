@@ -20,7 +20,7 @@ TF_TYPES = (
     "BiasAddGrad", "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Elu", "EluGrad", "Selu",
     "SeluGrad", "LeakyRelu", "LeakyReluGrad", "Softplus", "SoftplusGrad", "Softsign",
     "SoftsignGrad", "Softmax", "LogSoftmax", "SparseSoftmaxCrossEntropyWithLogits",
-    "SoftmaxCrossEntropyWithLogits", "L2Loss",
+    "SoftmaxCrossEntropyWithLogits", "L2Loss", "InTopKV2",
 )
 """The TensorFlow op types this module imports."""
 
@@ -28,7 +28,7 @@ IR_OPS = (
     "matmul", "bias_add", "bias_add_grad", "relu", "relu_grad", "relu6", "relu6_grad", "elu",
     "elu_grad", "selu", "selu_grad", "leaky_relu", "leaky_relu_grad", "softplus",
     "softplus_grad", "softsign", "softsign_grad", "softmax", "log_softmax", "softmax_xent",
-    "sparse_softmax_xent", "l2_loss",
+    "sparse_softmax_xent", "l2_loss", "in_top_k",
 )
 """The IR ops this module registers."""
 
@@ -267,3 +267,33 @@ for _op, _shape, _kernel, _kind, _tf_type in (
 
 def _as_tuple(outputs):
     return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+# -- in_top_k -----------------------------------------------------------------------------
+# TensorFlow's rule: a row is in the top k when fewer than k predictions are strictly
+# greater than the target's; a target out of range or a non-finite prediction is not.
+
+
+def _in_top_k_shape(in_types, *, k):
+    predictions, targets = in_types
+    return [TensorType(targets.shape, "bool")]
+
+
+def _in_top_k(predictions, targets, *, k):
+    rows = np.arange(predictions.shape[0])
+    valid = (targets >= 0) & (targets < predictions.shape[1])
+    target = predictions[rows, np.where(valid, targets, 0)]
+    greater = np.sum(predictions > target[:, None], axis=1)
+    finite = np.all(np.isfinite(predictions), axis=1)
+    return valid & finite & (greater < k)
+
+
+register_op("in_top_k", shape=_in_top_k_shape, kernel=_in_top_k,
+            cost=lambda in_types, out_types, **_: Work("reduce", in_types[0].size),
+            mapping="reduce")
+
+
+@tf_import("InTopKV2")
+def _import_in_top_k(node, b):
+    predictions, targets = node.inputs[:2]
+    return b.emit("in_top_k", [predictions, targets], k=int(node.static(2)))

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import ipu_keras
 from ipu_keras.ops import array, indexing
-from tests.ops.harness import boolean, case, check_case, f32, grad, i32
+from tests.ops.harness import boolean, case, check_case, f32, grad, i32, op_types
 
 raw = tf.raw_ops
 
@@ -125,6 +126,8 @@ GRADIENTS = [
          label="cumsum-grad"),
     case("ReverseV2", grad(lambda x: tf.reverse(x, [1])), f32(2, 3), label="reverse-grad"),
     case("Pack", grad(lambda x: tf.unstack(x)[1]), f32(3, 2), label="unpack-grad"),
+    case("ConcatOffset", grad(lambda x, y: tf.concat([x, y, x], axis=1)), f32(2, 3), f32(2, 1),
+         label="concat-grad"),
 ]
 
 CASES = SHAPES + STATIC + PASS_THROUGH + INDEXING + GRADIENTS
@@ -137,5 +140,37 @@ def test_matches_tensorflow(c):
 
 def test_every_imported_type_has_a_case():
     covered = {c.tf_op for c in CASES}
-    missing = set(array.TF_TYPES + indexing.TF_TYPES) - covered - {"ResourceGather"}
+    missing = set(array.TF_TYPES + indexing.TF_TYPES) - covered - set(RESOURCE_OPS)
     assert not missing, f"TF types registered without a case: {sorted(missing)}"
+
+
+RESOURCE_OPS = {
+    "ResourceGather": lambda v, i: v.sparse_read(i),
+    "ResourceScatterAdd": lambda v, i: v.scatter_add(tf.IndexedSlices(tf.ones((4, 3)), i)),
+    "ResourceScatterSub": lambda v, i: v.scatter_sub(tf.IndexedSlices(
+        tf.reshape(tf.range(12.0), (4, 3)), i)),
+    "ResourceScatterUpdate": lambda v, i: v.scatter_update(tf.IndexedSlices(
+        tf.fill((4, 3), 7.0), i)),
+}
+
+
+@pytest.mark.parametrize("tf_op", sorted(RESOURCE_OPS))
+def test_resource_ops_match_tensorflow(tf_op):
+    """Ops on variables: one variable for TensorFlow, an identical one for the IPU."""
+    initial = np.arange(15, dtype=np.float32).reshape(5, 3)
+    indices = np.array([3, 0, 3, 1], np.int32)  # a repeated index accumulates
+    on_cpu, on_ipu = tf.Variable(initial), tf.Variable(initial)
+
+    def fn(variable):
+        def step(i):
+            out = RESOURCE_OPS[tf_op](variable, i)
+            return out if tf_op == "ResourceGather" else variable.read_value()
+        return step
+
+    traced = op_types(tf.function(fn(on_cpu)).get_concrete_function(
+        tf.TensorSpec((4,), tf.int32)).graph)
+    assert tf_op in traced
+    expected = fn(on_cpu)(tf.constant(indices)).numpy()
+    (got,) = ipu_keras.ipu_compiler.compile(fn(on_ipu), [indices])
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(on_ipu.numpy(), on_cpu.numpy())

@@ -107,7 +107,15 @@ SOFTMAX = [
     case("L2Loss", grad(tf.nn.l2_loss, 0), f32(5, 7), label="grad"),
 ]
 
-CASES = MATMUL + BIAS + ACTIVATIONS + SOFTMAX
+TOP_K = [
+    case("InTopKV2", lambda p, t: tf.math.in_top_k(t, p, 2),
+         np.array([[0.1, 0.5, 0.4], [0.3, 0.3, 0.3], [0.9, 0.05, 0.05], [np.nan, 1, 0]],
+                  np.float32), np.array([2, 1, 1, 1], np.int32)),
+    case("InTopKV2", lambda p, t: tf.math.in_top_k(t, p, 1), f32(5, 4),
+         np.array([0, 1, 2, 3, 4], np.int32), label="out-of-range"),
+]
+
+CASES = MATMUL + BIAS + ACTIVATIONS + SOFTMAX + TOP_K
 
 
 @pytest.mark.parametrize("c", CASES, ids=lambda c: c.id)

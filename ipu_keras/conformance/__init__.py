@@ -1,0 +1,1 @@
+"""The conformance suite: the Keras catalogue on the simulated IPU against the CPU."""

@@ -1,0 +1,330 @@
+"""Op family 'conv': N-d convolutions and their gradients, and the window helpers.
+
+Owns the IR ops `conv` (1 to 3 spatial dimensions, channels last, grouped when the
+input has `groups` times the filter's input channels), `conv_input_grad` and
+`conv_filter_grad`, with the importers of Conv2D, Conv3D, the depthwise convs and all
+their backprops. A depthwise conv is a grouped conv with one group per input channel:
+its `(..., C, M)` filter is reshaped to `(..., 1, C * M)`. Padding is resolved to
+explicit `(low, high)` pairs per spatial dimension at import time, so kernels never
+see "SAME"; NCHW/NCDHW graphs are imported with transposes around the op.
+
+Also owns the window helpers `ops/pool.py` shares: `Layout` (data formats and
+attribute lists), `resolve_padding`, `offset_slices` (one strided slice of the padded
+input per kernel offset) and `scatter_windows` (their adjoint, i.e. col2im).
+Kernels accumulate in float32 (float64 and integers in 64 bits), one matmul per group.
+"""
+import itertools
+import math
+
+import numpy as np
+
+from ipu_keras.errors import UnsupportedOpError
+from ipu_keras.ir.types import TensorType
+from ipu_keras.ops.registry import Work, register_op, tf_import
+
+TF_TYPES = (
+    "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D",
+    "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "DepthwiseConv2dNative",
+    "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+)
+"""The TensorFlow op types this module imports."""
+
+IR_OPS = ("conv", "conv_input_grad", "conv_filter_grad")
+"""The IR ops this module registers."""
+
+# -- windows ------------------------------------------------------------------------------
+
+
+class Layout:
+    """A TensorFlow data format: which attribute entries and axes are spatial."""
+
+    def __init__(self, node, rank):
+        self.node, self.rank = node, rank
+        self.first = str(node.attr("data_format", "NHWC")).startswith("NC")
+
+    def spatial(self, values, name=""):
+        """The spatial entries of a full-rank list (strides, ksize, ...); the others must be 1."""
+        values = [int(v) for v in values]
+        if len(values) != self.rank:
+            raise ValueError(f"'{self.node.name}' expected {self.rank} entries in {name}. "
+                             f"Received: {name}={values}")
+        other = values[:2] if self.first else [values[0], values[-1]]
+        if name and any(v != 1 for v in other):
+            raise UnsupportedOpError(self.node.type, self.node.name, hint=(
+                f"{name} must be 1 in the batch and channel dimensions. Received: "
+                f"{name}={values}"))
+        return tuple(values[2:] if self.first else values[1:-1])
+
+    def last(self, shape):
+        """A shape in this format, as channels-last."""
+        shape = tuple(int(d) for d in shape)
+        return (shape[0],) + shape[2:] + (shape[1],) if self.first else shape
+
+    def to_last(self, b, value):
+        if not self.first:
+            return value
+        return b.emit("transpose", [value], perm=(0, *range(2, self.rank), 1))
+
+    def to_first(self, b, value):
+        if not self.first:
+            return value
+        return b.emit("transpose", [value], perm=(0, self.rank - 1, *range(1, self.rank - 1)))
+
+    def padding(self, spatial, kernel, strides, dilations):
+        """The node's padding attribute as `(low, high)` pairs per spatial dimension."""
+        flat = [int(p) for p in self.node.attr("explicit_paddings", [])]
+        explicit = None
+        if flat:
+            explicit = tuple(zip(self.spatial(flat[0::2]), self.spatial(flat[1::2])))
+        mode = str(self.node.attr("padding"))
+        return resolve_padding(mode, spatial, kernel, strides, dilations, explicit)
+
+
+def resolve_padding(mode, spatial, kernel, strides, dilations, explicit=None):
+    """TensorFlow's VALID/SAME/EXPLICIT padding as a tuple of `(low, high)` pairs."""
+    if mode == "EXPLICIT":
+        return tuple((int(lo), int(hi)) for lo, hi in explicit)
+    if mode == "VALID":
+        return tuple((0, 0) for _ in spatial)
+    if mode != "SAME":
+        raise ValueError(f"Unknown padding, expected VALID, SAME or EXPLICIT. "
+                         f"Received: padding={mode!r}")
+    pads = []
+    for size, k, s, d in zip(spatial, kernel, strides, dilations):
+        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        pads.append((total // 2, total - total // 2))
+    return tuple(pads)
+
+
+def out_spatial(spatial, kernel, strides, dilations, padding):
+    return tuple(
+        (size + lo + hi - (k - 1) * d - 1) // s + 1
+        for size, k, s, d, (lo, hi) in zip(spatial, kernel, strides, dilations, padding)
+    )
+
+
+def pad_spatial(x, padding, value=0):
+    if not any(lo or hi for lo, hi in padding):
+        return x
+    width = [(0, 0)] + [(int(lo), int(hi)) for lo, hi in padding] + [(0, 0)]
+    return np.pad(x, width, constant_values=value)
+
+
+def offset_slices(kernel, strides, dilations, out):
+    """Per kernel offset (row-major): the index of its input rows in the padded input."""
+    for offset in itertools.product(*(range(k) for k in kernel)):
+        yield (slice(None),) + tuple(
+            slice(i * d, i * d + o * s, s)
+            for i, d, o, s in zip(offset, dilations, out, strides)
+        ) + (slice(None),)
+
+
+def scatter_windows(piece, input_shape, kernel, strides, dilations, padding, dtype):
+    """Adjoint of windowing: add `piece(i)` (N, *out, C) at kernel offset i; crop the padding."""
+    padded = np.zeros([input_shape[0]] + [size + lo + hi for size, (lo, hi) in zip(
+        input_shape[1:-1], padding)] + [input_shape[-1]], dtype)
+    out = out_spatial(input_shape[1:-1], kernel, strides, dilations, padding)
+    for i, index in enumerate(offset_slices(kernel, strides, dilations, out)):
+        padded[index] += piece(i)
+    crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(input_shape[1:-1], padding))
+    return padded[(slice(None),) + crop + (slice(None),)]
+
+
+# -- conv kernels -------------------------------------------------------------------------
+
+
+def _work(dtype):
+    """The dtype a conv accumulates in: float32 for floats up to 32 bits, else 64 bits."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        return np.int64
+    return np.float64 if dtype == np.float64 else np.float32
+
+
+def _columns(x, kernel, strides, dilations, padding, dtype):
+    """im2col: (groups-merged) patches of shape (N * prod(out), prod(kernel), C)."""
+    xp = pad_spatial(x.astype(dtype, copy=False), padding)
+    out = out_spatial(x.shape[1:-1], kernel, strides, dilations, padding)
+    slices = offset_slices(kernel, strides, dilations, out)
+    cols = np.stack([xp[index] for index in slices], axis=-2)
+    return cols.reshape(-1, math.prod(kernel), x.shape[-1]), out
+
+
+def _grouped_columns(cols, groups):
+    """(M, K, C) patches as (groups, M, K * C / groups)."""
+    m, k, c = cols.shape
+    return cols.reshape(m, k, groups, c // groups).transpose(2, 0, 1, 3).reshape(groups, m, -1)
+
+
+def _grouped_filter(w, groups):
+    """(*K, Cg, O) filter as (groups, K * Cg, O / groups)."""
+    k, (cg, o) = math.prod(w.shape[:-2]), w.shape[-2:]
+    return w.reshape(k, cg, groups, o // groups).transpose(2, 0, 1, 3).reshape(groups, k * cg, -1)
+
+
+def _grouped_grads(dy, groups):
+    """(N, *out, O) gradient as (groups, M, O / groups)."""
+    return dy.reshape(-1, groups, dy.shape[-1] // groups).transpose(1, 0, 2)
+
+
+def _conv(x, w, *, strides, dilations, padding):
+    work = _work(x.dtype)
+    groups = x.shape[-1] // w.shape[-2]
+    cols, out = _columns(x, w.shape[:-2], strides, dilations, padding, work)
+    y = np.matmul(_grouped_columns(cols, groups), _grouped_filter(w.astype(work), groups))
+    y = y.transpose(1, 0, 2).reshape((x.shape[0],) + out + (w.shape[-1],))
+    return y.astype(x.dtype, copy=False)
+
+
+def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):
+    work, input_shape = _work(w.dtype), tuple(input_shape)
+    kernel, cg = w.shape[:-2], w.shape[-2]
+    groups = input_shape[-1] // cg
+    wg = _grouped_filter(w.astype(work), groups).transpose(0, 2, 1)
+    dcols = np.matmul(_grouped_grads(dy.astype(work, copy=False), groups), wg)
+    dcols = dcols.reshape(groups, -1, math.prod(kernel), cg).transpose(1, 2, 0, 3)
+    dcols = dcols.reshape(dy.shape[:-1] + (math.prod(kernel), input_shape[-1]))
+    dx = scatter_windows(lambda i: dcols[..., i, :], input_shape, kernel, strides, dilations,
+                         padding, work)
+    return dx.astype(w.dtype, copy=False)
+
+
+def _conv_filter_grad(x, dy, *, filter_shape, strides, dilations, padding):
+    work, filter_shape = _work(x.dtype), tuple(filter_shape)
+    kernel, (cg, o) = filter_shape[:-2], filter_shape[-2:]
+    groups = x.shape[-1] // cg
+    cols, _ = _columns(x, kernel, strides, dilations, padding, work)
+    cols = _grouped_columns(cols, groups).transpose(0, 2, 1)
+    dw = np.matmul(cols, _grouped_grads(dy.astype(work, copy=False), groups))
+    dw = dw.reshape(groups, math.prod(kernel), cg, o // groups).transpose(1, 2, 0, 3)
+    return dw.reshape(filter_shape).astype(x.dtype, copy=False)
+
+
+# -- conv rules ---------------------------------------------------------------------------
+
+
+def _check(x_shape, f_shape, dy_shape, params):
+    """Validate a conv's operand shapes; returns its output shape."""
+    if len(f_shape) != len(x_shape) or len(x_shape) < 3:
+        raise ValueError(f"conv expected an input and filter of equal rank >= 3. "
+                         f"Received: input={x_shape}, filter={f_shape}")
+    cg, o = f_shape[-2:]
+    groups = x_shape[-1] // cg if cg else 0
+    if not groups or groups * cg != x_shape[-1] or o % groups:
+        raise ValueError(
+            "conv expected input channels = groups * filter input channels and output channels "
+            f"divisible by groups. Received: input={x_shape}, filter={f_shape}")
+    out = out_spatial(x_shape[1:-1], f_shape[:-2], params["strides"], params["dilations"],
+                      params["padding"])
+    y_shape = (x_shape[0],) + out + (o,)
+    if min(out) < 0 or (dy_shape is not None and tuple(dy_shape) != y_shape):
+        raise ValueError(f"conv expected an output of shape {y_shape}. Received: input="
+                         f"{x_shape}, filter={f_shape}, gradient={dy_shape}, params={params}")
+    return y_shape
+
+
+def _conv_shape(in_types, **params):
+    x, w = in_types
+    return [TensorType(_check(x.shape, w.shape, None, params), x.dtype)]
+
+
+def _conv_input_grad_shape(in_types, *, input_shape, **params):
+    w, dy = in_types
+    _check(tuple(input_shape), w.shape, dy.shape, params)
+    return [TensorType(input_shape, w.dtype)]
+
+
+def _conv_filter_grad_shape(in_types, *, filter_shape, **params):
+    x, dy = in_types
+    _check(x.shape, tuple(filter_shape), dy.shape, params)
+    return [TensorType(filter_shape, x.dtype)]
+
+
+def _macs(out_elements, filter_shape):
+    """Multiply-accumulates of a conv: kernel volume times filter input channels per output."""
+    return Work("amp", out_elements * math.prod(filter_shape[:-1]))
+
+
+register_op("conv", shape=_conv_shape, kernel=_conv, mapping="matmul",
+            cost=lambda in_types, out_types, **_: _macs(out_types[0].size, in_types[1].shape))
+register_op("conv_input_grad", shape=_conv_input_grad_shape, kernel=_conv_input_grad,
+            mapping="matmul",
+            cost=lambda in_types, out_types, **_: _macs(in_types[1].size, in_types[0].shape))
+register_op("conv_filter_grad", shape=_conv_filter_grad_shape, kernel=_conv_filter_grad,
+            mapping="matmul",
+            cost=lambda in_types, out_types, **_: _macs(in_types[1].size, out_types[0].shape))
+
+
+# -- importers ----------------------------------------------------------------------------
+
+
+def _params(node, layout, x_shape, f_shape):
+    """strides, dilations and padding of a conv node, for a channels-last input shape."""
+    kernel = tuple(f_shape[:-2])
+    strides = layout.spatial(node.attr("strides"), "strides")
+    dilations = layout.spatial(node.attr("dilations", [1] * layout.rank), "dilations")
+    padding = layout.padding(x_shape[1:-1], kernel, strides, dilations)
+    return {"strides": strides, "dilations": dilations, "padding": padding}
+
+
+def _grouped(b, value, depthwise):
+    """A depthwise `(..., C, M)` filter as the grouped `(..., 1, C * M)` filter."""
+    if not depthwise:
+        return value
+    *kernel, c, m = value.type.shape
+    return b.emit("reshape", [value], shape=(*kernel, 1, c * m))
+
+
+def _grouped_shape(shape, depthwise):
+    shape = tuple(int(d) for d in shape)
+    return shape[:-2] + (1, shape[-2] * shape[-1]) if depthwise else shape
+
+
+def _import_forward(depthwise):
+    def importer(node, b):
+        x, w = node.inputs
+        layout = Layout(node, x.type.rank)
+        f_shape = _grouped_shape(w.type.shape, depthwise)
+        params = _params(node, layout, layout.last(x.type.shape), f_shape)
+        y = b.emit("conv", [layout.to_last(b, x), _grouped(b, w, depthwise)], **params)
+        return layout.to_first(b, y)
+
+    return importer
+
+
+def _import_input_grad(depthwise):
+    def importer(node, b):
+        _, w, dy = node.inputs
+        layout = Layout(node, dy.type.rank)
+        x_shape = layout.last(node.static(0))
+        params = _params(node, layout, x_shape, _grouped_shape(w.type.shape, depthwise))
+        dx = b.emit("conv_input_grad", [_grouped(b, w, depthwise), layout.to_last(b, dy)],
+                    input_shape=x_shape, **params)
+        return layout.to_first(b, dx)
+
+    return importer
+
+
+def _import_filter_grad(depthwise):
+    def importer(node, b):
+        x, _, dy = node.inputs
+        layout = Layout(node, x.type.rank)
+        x_shape, f_shape = layout.last(x.type.shape), tuple(int(d) for d in node.static(1))
+        grouped = _grouped_shape(f_shape, depthwise)
+        params = _params(node, layout, x_shape, grouped)
+        dw = b.emit("conv_filter_grad", [layout.to_last(b, x), layout.to_last(b, dy)],
+                    filter_shape=grouped, **params)
+        return b.emit("reshape", [dw], shape=f_shape) if depthwise else dw
+
+    return importer
+
+
+for _tf_types, _make in (
+    (("Conv2D", "Conv3D", "DepthwiseConv2dNative"), _import_forward),
+    (("Conv2DBackpropInput", "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput"),
+     _import_input_grad),
+    (("Conv2DBackpropFilter", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter"),
+     _import_filter_grad),
+):
+    for _tf_type in _tf_types:
+        tf_import(_tf_type)(_make(_tf_type.startswith("Depthwise")))

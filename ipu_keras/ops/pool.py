@@ -1,0 +1,212 @@
+"""Op family 'pool': max and average pooling over 1 to 3 spatial dimensions.
+
+Owns the IR ops `max_pool`, `max_pool_grad`, `avg_pool` and `avg_pool_grad` (channels
+last; padding resolved to `(low, high)` pairs at import, NCHW imported with
+transposes) and the importers of MaxPool, MaxPoolV2, MaxPool3D, AvgPool, AvgPool3D and
+their gradients. The window helpers come from `ops/conv.py`.
+
+TensorFlow semantics kept: max pooling pads with the lowest value; the gradient of 2-d
+max pooling (MaxPoolGrad) goes to the first maximum of each window in row-major order,
+that of 3-d max pooling (MaxPool3DGrad) to every element of the window equal to the
+pooled output, as TensorFlow's CPU kernels do when a window holds ties; average
+pooling with SAME padding divides by the number of non-padded elements in the window.
+"""
+import numpy as np
+
+from ipu_keras.ir.types import TensorType
+from ipu_keras.ops.conv import (
+    Layout, offset_slices, out_spatial, pad_spatial, scatter_windows,
+)
+from ipu_keras.ops.registry import Work, register_op, tf_import
+
+TF_TYPES = (
+    "MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGradV2", "MaxPool3D", "MaxPool3DGrad",
+    "AvgPool", "AvgPoolGrad", "AvgPool3D", "AvgPool3DGrad",
+)
+"""The TensorFlow op types this module imports."""
+
+IR_OPS = ("max_pool", "max_pool_grad", "avg_pool", "avg_pool_grad")
+"""The IR ops this module registers."""
+
+# -- kernels ------------------------------------------------------------------------------
+
+
+def _windows(x_shape, ksize, strides, padding):
+    """(output spatial shape, per-offset slices of the padded input)."""
+    ones = (1,) * len(ksize)
+    out = out_spatial(x_shape[1:-1], ksize, strides, ones, padding)
+    return out, list(offset_slices(ksize, strides, ones, out))
+
+
+def _lowest(dtype):
+    dtype = np.dtype(dtype)
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def _max_pool(x, *, ksize, strides, padding):
+    _, slices = _windows(x.shape, ksize, strides, padding)
+    xp = pad_spatial(x, padding, _lowest(x.dtype))
+    y = xp[slices[0]].copy()
+    for index in slices[1:]:
+        np.maximum(y, xp[index], out=y)
+    return y
+
+
+def _first_max(x, ksize, strides, padding):
+    """Per output element, the kernel offset of its window's first maximum."""
+    _, slices = _windows(x.shape, ksize, strides, padding)
+    xp = pad_spatial(x, padding, _lowest(x.dtype))
+    best = xp[slices[0]].copy()
+    arg = np.zeros(best.shape, np.int32)
+    for i, index in enumerate(slices[1:], 1):
+        part = xp[index]
+        better = part > best
+        best = np.where(better, part, best)
+        arg[better] = i
+    return arg
+
+
+def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first"):
+    """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y."""
+    ones = (1,) * len(ksize)
+    zero = np.zeros((), dy.dtype)
+    if ties == "first":
+        arg = _first_max(x, ksize, strides, padding)
+        piece = lambda i: np.where(arg == i, dy, zero)  # noqa: E731
+    else:
+        _, slices = _windows(x.shape, ksize, strides, padding)
+        xp = pad_spatial(x, padding, _lowest(x.dtype))
+        piece = lambda i: np.where(xp[slices[i]] == y, dy, zero)  # noqa: E731
+    dx = scatter_windows(piece, x.shape, ksize, strides, ones, padding, dy.dtype)
+    return dx.astype(x.dtype, copy=False)
+
+
+def _counts(spatial, ksize, strides, padding):
+    """Non-padded elements per window, shaped (1, *out, 1) to broadcast over the output."""
+    out = out_spatial(spatial, ksize, strides, (1,) * len(ksize), padding)
+    count = np.ones((), np.int64)
+    for size, k, s, (lo, _), o in zip(spatial, ksize, strides, padding, out):
+        start = np.arange(o) * s - lo
+        valid = np.minimum(start + k, size) - np.maximum(start, 0)
+        count = np.multiply.outer(count, valid)
+    return count.reshape((1,) + out + (1,))
+
+
+def _avg_pool(x, *, ksize, strides, padding):
+    _, slices = _windows(x.shape, ksize, strides, padding)
+    work = np.float32 if x.dtype == np.float16 else x.dtype
+    xp = pad_spatial(x.astype(work, copy=False), padding)
+    total = xp[slices[0]].copy()
+    for index in slices[1:]:
+        total += xp[index]
+    count = _counts(x.shape[1:-1], ksize, strides, padding).astype(work)
+    return (total / count).astype(x.dtype, copy=False)
+
+
+def _avg_pool_grad(dy, *, input_shape, ksize, strides, padding):
+    input_shape = tuple(input_shape)
+    work = np.float32 if dy.dtype == np.float16 else dy.dtype
+    share = dy.astype(work) / _counts(input_shape[1:-1], ksize, strides, padding).astype(work)
+    dx = scatter_windows(lambda i: share, input_shape, ksize, strides, (1,) * len(ksize),
+                         padding, work)
+    return dx.astype(dy.dtype, copy=False)
+
+
+# -- rules --------------------------------------------------------------------------------
+
+
+def _pooled_shape(x_shape, ksize, strides, padding):
+    if len(x_shape) != len(ksize) + 2 or len(strides) != len(ksize):
+        raise ValueError(f"Pooling expected ksize and strides for each spatial dimension. "
+                         f"Received: input={x_shape}, ksize={ksize}, strides={strides}")
+    out, _ = _windows(x_shape, ksize, strides, padding)
+    if min(out, default=1) < 1:
+        raise ValueError(f"Pooling expected a window that fits the input. Received: "
+                         f"input={x_shape}, ksize={ksize}, padding={padding}")
+    return (x_shape[0],) + out + (x_shape[-1],)
+
+
+def _pool_shape(in_types, *, ksize, strides, padding):
+    x = in_types[0]
+    return [TensorType(_pooled_shape(x.shape, ksize, strides, padding), x.dtype)]
+
+
+def _max_pool_grad_shape(in_types, *, ksize, strides, padding, ties="first"):
+    x, y, dy = in_types
+    expected = _pooled_shape(x.shape, ksize, strides, padding)
+    if dy.shape != expected or y.shape != expected or ties not in ("first", "all"):
+        raise ValueError(f"max_pool_grad expected an output and gradient of shape {expected} "
+                         f"and ties 'first' or 'all'. Received: output={y}, gradient={dy}, "
+                         f"ties={ties!r}")
+    return [x]
+
+
+def _avg_pool_grad_shape(in_types, *, input_shape, ksize, strides, padding):
+    expected = _pooled_shape(tuple(input_shape), ksize, strides, padding)
+    if in_types[0].shape != expected:
+        raise ValueError(f"avg_pool_grad expected a gradient of shape {expected}. "
+                         f"Received: gradient={in_types[0]}")
+    return [TensorType(input_shape, in_types[0].dtype)]
+
+
+def _pool_cost(in_types, out_types, **_):
+    """One reduction step per element of the pooled (forward) input."""
+    return Work("reduce", max(t.size for t in list(in_types) + list(out_types)))
+
+
+for _op, _shape, _kernel, _mapping in (
+    ("max_pool", _pool_shape, _max_pool, "reduce"),
+    ("max_pool_grad", _max_pool_grad_shape, _max_pool_grad, "elementwise"),
+    ("avg_pool", _pool_shape, _avg_pool, "reduce"),
+    ("avg_pool_grad", _avg_pool_grad_shape, _avg_pool_grad, "reduce"),
+):
+    register_op(_op, shape=_shape, kernel=_kernel, cost=_pool_cost, mapping=_mapping)
+
+
+# -- importers ----------------------------------------------------------------------------
+
+
+def _params(node, layout, x_shape, ksize=None, strides=None):
+    """ksize, strides and padding of a pooling node, for a channels-last input shape."""
+    ksize = layout.spatial(node.attr("ksize") if ksize is None else ksize, "ksize")
+    strides = layout.spatial(node.attr("strides") if strides is None else strides, "strides")
+    padding = layout.padding(x_shape[1:-1], ksize, strides, (1,) * len(ksize))
+    return {"ksize": ksize, "strides": strides, "padding": padding}
+
+
+def _window_operands(node):
+    """MaxPoolV2 and MaxPoolGradV2 take ksize and strides as their last two inputs."""
+    if node.type.endswith("V2"):
+        n = len(node.inputs)
+        return node.static(n - 2), node.static(n - 1)
+    return None, None
+
+
+@tf_import("MaxPool", "MaxPoolV2", "MaxPool3D", "AvgPool", "AvgPool3D")
+def _import_pool(node, b):
+    x = node.inputs[0]
+    layout = Layout(node, x.type.rank)
+    params = _params(node, layout, layout.last(x.type.shape), *_window_operands(node))
+    op = "max_pool" if node.type.startswith("Max") else "avg_pool"
+    return layout.to_first(b, b.emit(op, [layout.to_last(b, x)], **params))
+
+
+@tf_import("MaxPoolGrad", "MaxPoolGradV2", "MaxPool3DGrad")
+def _import_max_pool_grad(node, b):
+    x, y, dy = node.inputs[:3]
+    layout = Layout(node, x.type.rank)
+    params = _params(node, layout, layout.last(x.type.shape), *_window_operands(node))
+    ties = "all" if node.type == "MaxPool3DGrad" else "first"
+    operands = [layout.to_last(b, v) for v in (x, y, dy)]
+    return layout.to_first(b, b.emit("max_pool_grad", operands, ties=ties, **params))
+
+
+@tf_import("AvgPoolGrad", "AvgPool3DGrad")
+def _import_avg_pool_grad(node, b):
+    dy = node.inputs[1]
+    layout = Layout(node, dy.type.rank)
+    x_shape = layout.last(node.static(0))
+    dx = b.emit("avg_pool_grad", [layout.to_last(b, dy)], input_shape=x_shape,
+                **_params(node, layout, x_shape))
+    return layout.to_first(b, dx)
+

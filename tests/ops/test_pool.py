@@ -1,0 +1,105 @@
+"""The 'pool' op family (max and average pooling and their gradients) against TensorFlow."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ipu_keras.ops import pool
+from tests.ops.harness import case, check_case, f32, grad, i32
+
+raw = tf.raw_ops
+
+
+def ties(*shape):
+    """Few distinct values, so that windows hold several equal maxima."""
+    return np.random.default_rng(11).integers(0, 3, shape).astype(np.float32)
+
+
+def _max(ksize, strides, padding="VALID", data_format="NHWC"):
+    return lambda x: tf.nn.max_pool2d(x, ksize, strides, padding, data_format)
+
+
+def _avg(ksize, strides, padding="VALID", data_format="NHWC"):
+    return lambda x: tf.nn.avg_pool2d(x, ksize, strides, padding, data_format)
+
+
+def _xla(fn):
+    return tf.function(fn, jit_compile=True)
+
+
+_EXPLICIT = [0, 0, 1, 0, 2, 1, 0, 0]
+
+
+def _max_explicit(x):
+    return raw.MaxPool(input=x, ksize=[1, 3, 3, 1], strides=[1, 2, 1, 1], padding="EXPLICIT",
+                       explicit_paddings=_EXPLICIT)
+
+
+def _max_v2(x):
+    return raw.MaxPoolV2(input=x, ksize=[1, 3, 2, 1], strides=[1, 2, 2, 1], padding="SAME")
+
+
+def _max_grad_v2(x, dy):
+    y = _max_v2(x)
+    return raw.MaxPoolGradV2(orig_input=x, orig_output=y, grad=dy, ksize=[1, 3, 2, 1],
+                             strides=[1, 2, 2, 1], padding="SAME")
+
+
+def _pool3d(kind, ksize, strides, padding="VALID"):
+    fn = tf.nn.max_pool3d if kind == "max" else tf.nn.avg_pool3d
+    return lambda x: fn(x, ksize, strides, padding)
+
+
+MAX_POOL = [
+    case("MaxPool", _max(2, 2), f32(2, 6, 6, 3), label="valid"),
+    case("MaxPool", _max(3, 2, "SAME"), f32(2, 7, 6, 3), label="same"),
+    case("MaxPool", _max((2, 3), (1, 2), "SAME"), f32(1, 5, 7, 2), label="rect"),
+    case("MaxPool", _max_explicit, f32(1, 6, 5, 2), label="explicit"),
+    case("MaxPool", _max(2, 2, "SAME", "NCHW"), f32(2, 3, 5, 5), label="nchw"),
+    case("MaxPool", _max(2, 2), i32(1, 4, 4, 2), label="int32"),
+    case("MaxPool", lambda x: tf.nn.max_pool1d(x, 3, 2, "SAME"), f32(2, 9, 3), label="1d"),
+    case("MaxPoolV2", _max_v2, f32(2, 7, 6, 3)),
+    case("MaxPoolGrad", grad(_max(2, 2), 0), f32(2, 6, 6, 3), label="valid"),
+    case("MaxPoolGrad", grad(_max(3, 2, "SAME"), 0), f32(2, 7, 6, 3), label="same"),
+    case("MaxPoolGrad", grad(_max(3, 1, "SAME"), 0), ties(2, 5, 5, 2), label="ties"),
+    case("MaxPoolGrad", grad(_max(2, 2, "SAME"), 0), ties(1, 5, 5, 2), label="ties-s2"),
+    case("MaxPoolGrad", grad(_max_explicit, 0), ties(1, 6, 5, 2), label="explicit"),
+    # TensorFlow's CPU MaxPoolGrad only supports NHWC: XLA is the oracle for NCHW.
+    case("MaxPoolGrad", _xla(grad(_max(3, 2, "SAME", "NCHW"), 0)), f32(1, 2, 7, 7),
+         label="nchw-xla"),
+    case("MaxPoolGradV2", _max_grad_v2, ties(2, 7, 6, 3), f32(2, 4, 3, 3)),
+    case("MaxPool3D", _pool3d("max", 2, 2), f32(2, 4, 4, 4, 2)),
+    case("MaxPool3D", _pool3d("max", (2, 3, 2), (1, 2, 2), "SAME"), f32(1, 4, 5, 4, 2),
+         label="same"),
+    case("MaxPool3DGrad", grad(_pool3d("max", 2, 2), 0), f32(2, 4, 4, 4, 2)),
+    # MaxPool3DGrad gives every tied maximum the gradient (MaxPoolGrad only the first).
+    case("MaxPool3DGrad", grad(_pool3d("max", 3, (1, 2, 2), "SAME"), 0), ties(1, 4, 5, 4, 2),
+         label="same-ties"),
+]
+
+AVG_POOL = [
+    case("AvgPool", _avg(2, 2), f32(2, 6, 6, 3), label="valid"),
+    case("AvgPool", _avg(3, 2, "SAME"), f32(2, 7, 6, 3), label="same"),
+    case("AvgPool", _avg((3, 2), (1, 3), "SAME"), f32(1, 5, 7, 2), label="rect"),
+    case("AvgPool", _avg(2, 2, "SAME", "NCHW"), f32(2, 3, 5, 5), label="nchw"),
+    case("AvgPool", lambda x: tf.nn.avg_pool1d(x, 3, 2, "SAME"), f32(2, 9, 3), label="1d"),
+    case("AvgPoolGrad", grad(_avg(2, 2), 0), f32(2, 6, 6, 3), label="valid"),
+    case("AvgPoolGrad", grad(_avg(3, 2, "SAME"), 0), f32(2, 7, 6, 3), label="same"),
+    case("AvgPoolGrad", grad(_avg(3, 2), 0), f32(1, 8, 7, 2), label="valid-leftover"),
+    case("AvgPoolGrad", grad(_avg(3, 1, "SAME", "NCHW"), 0), f32(1, 2, 5, 5), label="nchw"),
+    case("AvgPool3D", _pool3d("avg", 2, 2), f32(2, 4, 4, 4, 2)),
+    case("AvgPool3D", _pool3d("avg", 3, (1, 2, 2), "SAME"), f32(1, 4, 5, 4, 2), label="same"),
+    case("AvgPool3DGrad", grad(_pool3d("avg", 2, 2), 0), f32(2, 4, 4, 4, 2)),
+    case("AvgPool3DGrad", grad(_pool3d("avg", 3, (1, 2, 2), "SAME"), 0), f32(1, 4, 5, 4, 2),
+         label="same"),
+]
+
+CASES = MAX_POOL + AVG_POOL
+
+
+@pytest.mark.parametrize("c", CASES, ids=lambda c: c.id)
+def test_matches_tensorflow(c):
+    check_case(c)
+
+
+def test_every_tf_type_has_a_case():
+    assert set(pool.TF_TYPES) <= {c.tf_op for c in CASES}
