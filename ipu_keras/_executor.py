@@ -32,7 +32,9 @@ class CompiledFunction:
         traced = trace(fn, args, kwargs, outfeed_queues=ipu_outfeed_queue.registry())
         trace_seconds = time.perf_counter() - start
         target = cfg.target()
-        executable = compile_graph(traced.graph, target, cfg.ipu_model.compile_ipu_code)
+        executable = compile_graph(traced.graph, target, cfg.ipu_model.compile_ipu_code,
+                                   matmul_options=cfg.matmuls.poplar_options,
+                                   conv_options=cfg.convolutions.poplar_options)
         executable.info["trace_seconds"] = trace_seconds
         self.traced = traced
         self.executable = executable

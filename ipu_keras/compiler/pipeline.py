@@ -1,7 +1,10 @@
 """The compiler: IR graph -> `Executable`, as a readable list of named passes.
 
-Graph -> Graph passes run in `GRAPH_PASSES` order; then the analyses (tile map,
-memory plan) and the lowering produce the executable. Each pass is timed and the
+Graph -> Graph passes run in `GRAPH_PASSES` order; then the analyses (tile map with
+the matmul/conv/gather planner, memory plan) and the lowering (with the cycle tables)
+produce the executable. The pipeline owns the order of the passes and the options
+they get (`poplar_options` of matmuls and convolutions, `debug.allowOutOfMemory` from
+`POPLAR_ENGINE_OPTIONS`); the passes own what they compute. Each pass is timed and the
 times are kept in `executable.info["pass_seconds"]`. The compiler knows nothing of
 TensorFlow or Keras: its input is IR, its output plain data.
 """
@@ -12,7 +15,8 @@ from ipu_keras.compiler.passes.dce import eliminate_dead_code
 from ipu_keras.compiler.passes.fold import fold_constants
 from ipu_keras.compiler.passes.inline import inline_calls
 from ipu_keras.compiler.passes.lower import lower
-from ipu_keras.compiler.passes.memory import check_memory, plan_memory
+from ipu_keras.compiler.passes.memory import allow_out_of_memory, check_memory, plan_memory
+from ipu_keras.compiler.passes.planner import PlanOptions
 from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.ir.verify import verify
 
@@ -25,8 +29,22 @@ GRAPH_PASSES = (
 )
 
 
-def compile_graph(graph, target, compile_ipu_code=True):
-    """Compile a verified-or-not IR graph for `target` (a `simulator.targets.Target`)."""
+def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
+                  conv_options=None, allow_oom=None):
+    """Compile a verified-or-not IR graph for `target` (a `simulator.targets.Target`).
+
+    Args:
+        graph: The IR graph.
+        target: The simulated device.
+        compile_ipu_code: Count code and vertex state in tile memory.
+        matmul_options: `IPUConfig.matmuls.poplar_options` (dict of strings) or None.
+        conv_options: `IPUConfig.convolutions.poplar_options` or None.
+        allow_oom: Defer an out-of-memory error to run time; None reads
+            `POPLAR_ENGINE_OPTIONS='{"debug.allowOutOfMemory": "true"}'`.
+
+    Raises:
+        OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed).
+    """
     seconds = {}
     start = time.perf_counter()
     for name, graph_pass in GRAPH_PASSES:
@@ -34,11 +52,16 @@ def compile_graph(graph, target, compile_ipu_code=True):
         graph = graph_pass(graph)
         seconds[name] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    tile_map = plan_tile_mapping(graph, target)
+    tile_map = plan_tile_mapping(
+        graph, target, PlanOptions.from_poplar_options(matmul_options),
+        PlanOptions.from_poplar_options(conv_options, "convolutions.poplar_options"))
     seconds["tile-map"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     memory = plan_memory(graph, tile_map, compile_ipu_code)
-    check_memory(memory, graph, tile_map, target)
+    allow = allow_out_of_memory() if allow_oom is None else allow_oom
+    out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow)
+    summary = memory.summary(target.bytes_per_tile)
+    summary["out_of_memory"] = out_of_memory
     seconds["memory-plan"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     blocks, constants, inputs, outputs, num_slots = lower(graph, tile_map, target)
@@ -57,11 +80,22 @@ def compile_graph(graph, target, compile_ipu_code=True):
         outfeeds=[dict(name=f.name, types=[_type(t) for t in f.types]) for f in graph.outfeeds],
         blocks=blocks,
         constants=constants,
-        memory=memory.summary(),
+        memory=summary,
         info={"pass_seconds": seconds, "compile_seconds": time.perf_counter() - start,
-              "equations": sum(1 for _ in graph.walk())},
+              "equations": sum(1 for _ in graph.walk()), "plans": _plans(graph, tile_map)},
     )
 
 
 def _type(t):
     return {"shape": list(t.shape), "dtype": t.dtype}
+
+
+def _plans(graph, tile_map):
+    """The chosen plan of every planned op, for reports."""
+    plans = []
+    for eqn in graph.walk():
+        plan = tile_map.plan_of(eqn)
+        if plan is not None:
+            plans.append(dict(plan.to_dict(), op=eqn.op, layer=eqn.source.layer,
+                              node=eqn.source.node, shape=list(eqn.outputs[0].type.shape)))
+    return plans

@@ -54,7 +54,9 @@ class StepProgram:
                        layer_names=layer_names, outfeed_queues=ipu_outfeed_queue.registry())
         graph, _, _ = counted_loop(traced.graph)
         self.target = cfg.target()
-        self.executable = compile_graph(graph, self.target, cfg.ipu_model.compile_ipu_code)
+        self.executable = compile_graph(graph, self.target, cfg.ipu_model.compile_ipu_code,
+                                        matmul_options=cfg.matmuls.poplar_options,
+                                        conv_options=cfg.convolutions.poplar_options)
         self.infeed, self.outfeed = StagedInfeed(), StepOutfeed()
         infeeds = [infeed_for(h, spec.types) for h, spec in zip(traced.infeeds,
                                                                   traced.graph.infeeds)]

@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from ipu_keras import profiling
 from ipu_keras.runtime.feeds import StreamSet
 from ipu_keras.simulator.engine import Engine
 
@@ -61,5 +62,6 @@ class Session:
         for q, elements in zip(self.outfeed_queues, streams.enqueued):
             q._deliver(elements)
         self.last_cycles = self.engine.cycles()
+        profiling.record(self.executable, self.engine)
         self.run_index = next(_runs)
         return [np.asarray(o) for o in outputs]

@@ -1,8 +1,27 @@
-"""The cost model: turns an op's `Work` on one tile into cycles on a target.
+"""The cost model: turns work on one tile, bytes moved and syncs into cycles on a target.
 
-Every rate comes from the target description (`simulator/targets.py`); the few
-constants here are per-vertex overheads, documented as estimates. The compiler calls
-these functions once per equation at compile time; nothing here runs on the hot path.
+Every rate comes from the target description (`simulator/targets.py`, derived from
+`IPU_REFERENCE.md` section 1); the few constants here are overheads, each documented
+as an estimate. The compiler calls these functions at compile time; nothing here runs
+on the engine's hot path.
+
+The model, per compute set (a superstep: sync, exchange, compute):
+
+* vector work (elementwise, reductions): a tile's elements are split evenly over its
+  `workers_per_tile` worker contexts; a worker issues one instruction every
+  `workers_per_tile` cycles (barrel scheduling) and one instruction processes
+  `vector_elements_per_cycle(dtype)` elements (the 64-bit datapath: 2 x float32,
+  4 x float16; integers 1). So a tile with `e` elements takes
+  `workers * ceil(ceil(e / workers) * instructions_per_element / width)` cycles.
+* AMP work: multiply-accumulates / the target's AMP rate for the input dtype (and
+  partials type, if the target lists a separate rate as "float16.half").
+* copies: bytes / `memcpy_bytes_per_cycle`.
+* every vertex pays `VERTEX_OVERHEAD_CYCLES` (the supervisor launching workers).
+* a compute set costs its slowest tile; an exchange costs the bytes its busiest tile
+  receives / `exchange_bytes_per_cycle` plus `EXCHANGE_LATENCY_CYCLES`.
+* a sync costs `internal_sync_cycles` within one IPU, `external_sync_cycles` when
+  the superstep spans IPUs or involves the host (stream copies).
+* host I/O: bytes over the host link (`host_link_bytes_per_second` at `clock_hz`).
 """
 import math
 
@@ -17,32 +36,63 @@ TRANSCENDENTAL_CYCLES = 8
 EXCHANGE_LATENCY_CYCLES = 30
 """Estimate: fixed cost of one exchange phase (programming the exchange, first word)."""
 
+PARTIALS_BYTES = {"float": 4, "half": 2}
+"""Bytes of one matmul/conv partial sum per `partialsType`."""
+
+
+def _width(dtype, target):
+    """Elements per vector instruction (one instruction per cycle on a busy tile)."""
+    if hasattr(target, "vector_elements_per_cycle"):
+        return target.vector_elements_per_cycle(dtype)
+    if dtype == "float16":
+        return 2 * target.vector_flops_per_cycle
+    return target.vector_flops_per_cycle if dtype in ("float32", "float64") else 1
+
+
+def worker_cycles(elements, dtype, target, instructions_per_element=1):
+    """Cycles for one tile's workers to process `elements` (int or numpy array)."""
+    workers = target.workers_per_tile
+    per_worker = -(-np.asarray(elements, np.int64) // workers)
+    width = _width(dtype, target)
+    out = workers * (-(-(per_worker * instructions_per_element) // width))
+    return int(out) if np.ndim(out) == 0 else out
+
+
+def vector_cycles(elements, dtype, target, instructions_per_element=1):
+    """Cycles of one vector vertex over `elements` on a tile, overhead included."""
+    e = np.asarray(elements, np.int64)
+    cycles = worker_cycles(e, dtype, target, instructions_per_element)
+    out = np.where(e > 0, VERTEX_OVERHEAD_CYCLES + cycles, 0)
+    return int(out) if out.ndim == 0 else out
+
+
+def amp_rate(dtype, partials_type, target):
+    """AMP multiply-accumulates per tile per cycle for an input dtype and partials type."""
+    key = "float16" if np.dtype(dtype) == np.float16 else "float32"
+    return target.amp_macs_per_cycle.get(f"{key}.{partials_type}", target.amp_macs(dtype))
+
 
 def compute_cycles(kind, units, dtype, target):
     """Cycles one tile spends doing `units` of work of `kind` on elements of `dtype`."""
     if kind == "none" or units <= 0:
         return 0
     if kind == "amp":
-        rate = target.amp_macs_per_cycle.get(dtype, target.amp_macs_per_cycle["float32"])
-        return VERTEX_OVERHEAD_CYCLES + math.ceil(units / rate)
+        return VERTEX_OVERHEAD_CYCLES + math.ceil(units / target.amp_macs(dtype))
     if kind == "copy":
         itemsize = np.dtype(dtype).itemsize
         return VERTEX_OVERHEAD_CYCLES + math.ceil(units * itemsize / target.memcpy_bytes_per_cycle)
-    rate = _vector_rate(dtype, target)
     factor = TRANSCENDENTAL_CYCLES if kind == "transcendental" else 1
-    return VERTEX_OVERHEAD_CYCLES + math.ceil(units * factor / rate)
-
-
-def _vector_rate(dtype, target):
-    if dtype == "float16":
-        return 2 * target.vector_flops_per_cycle
-    if dtype in ("float32", "float64"):
-        return target.vector_flops_per_cycle
-    return 1
+    return vector_cycles(int(units), dtype, target, factor)
 
 
 def exchange_cycles(bytes_received, target):
-    """Cycles of an exchange phase in which the busiest tile receives `bytes_received`."""
+    """Cycles of an exchange phase in which the busiest tile receives `bytes_received`.
+
+    Accepts an int or a numpy array (one exchange per entry)."""
+    if np.ndim(bytes_received):
+        b = np.asarray(bytes_received, np.int64)
+        return np.where(b > 0, EXCHANGE_LATENCY_CYCLES + -(-b // target.exchange_bytes_per_cycle),
+                        0)
     if bytes_received <= 0:
         return 0
     return EXCHANGE_LATENCY_CYCLES + math.ceil(bytes_received / target.exchange_bytes_per_cycle)
@@ -55,6 +105,6 @@ def host_io_cycles(nbytes, target):
     return math.ceil(nbytes / target.host_link_bytes_per_second * target.clock_hz)
 
 
-def sync_cycles(target):
-    """Cycles of the sync that starts every superstep."""
-    return target.external_sync_cycles if target.num_ipus > 1 else target.internal_sync_cycles
+def sync_cycles(target, external=False):
+    """Cycles of one sync: internal (one IPU) or external (all IPUs, or the host)."""
+    return target.external_sync_cycles if external else target.internal_sync_cycles

@@ -13,6 +13,7 @@ with `pull(feed) -> [arrays]` and `push(feed, [arrays])`).
 import numpy as np
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
+from ipu_keras.errors import OutOfTileMemoryError
 from ipu_keras.ops.registry import get_op
 from ipu_keras.ops.state import write_kernel
 
@@ -27,12 +28,16 @@ class Engine:
         self._blocks = [None] * len(executable.blocks)
         for i in reversed(range(len(executable.blocks))):
             self._blocks[i] = self._build_block(i)
+        # Compiled with debug.allowOutOfMemory: the error the compiler deferred to run time.
+        self._out_of_memory = executable.memory.get("out_of_memory")
         self._cost = np.array(
             [[b["cycles"][k] for k in CYCLE_KINDS] for b in executable.blocks], dtype=np.int64
         )
 
     def run(self, inputs, state, streams):
         """Run the main program once; returns the output arrays."""
+        if self._out_of_memory:
+            raise OutOfTileMemoryError(**self._out_of_memory)
         env = list(self._preset)
         for slot, value in zip(self.executable.inputs, inputs):
             env[slot] = value

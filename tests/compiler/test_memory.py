@@ -1,12 +1,21 @@
 import numpy as np
 import pytest
 
-from ipu_keras.compiler.passes.memory import check_memory, plan_memory
+from ipu_keras.compiler import compile_graph
+from ipu_keras.compiler.passes.memory import (
+    CATEGORIES, CODE_CATEGORIES, CONTROL_CODE_BYTES_PER_STEP, allow_out_of_memory,
+    check_memory, plan_memory,
+)
 from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
-from ipu_keras.errors import OutOfTileMemoryError
+from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError
 from ipu_keras.ir import TensorType, VariableSpec
+from ipu_keras.ir.graph import Source
+from ipu_keras.simulator import Engine
 from ipu_keras.ops.builder import Builder, new_input
 from tests.graphs import counting_loop, dense_step, small_target
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:The matmul planner found no plan")
 
 
 def _plan(graph, target, code=False):
@@ -19,7 +28,8 @@ def test_variables_and_constants_are_always_live():
     plan, _ = _plan(graph, small_target(4))
     assert plan.categories["variables"].sum() == 3 * 2 * 4
     assert plan.categories["constants"].sum() == 2 * 4 + 4
-    assert plan.categories["code"].sum() == 0
+    for category in CODE_CATEGORIES:
+        assert plan.categories[category].sum() == 0
 
 
 def test_peak_counts_only_values_live_at_the_same_time():
@@ -42,7 +52,8 @@ def test_loop_bodies_add_their_peak_on_top_of_the_caller():
 
 def test_code_is_estimated_per_vertex_type_when_compiling_ipu_code():
     plan, _ = _plan(dense_step(), small_target(4), code=True)
-    assert plan.categories["code"].sum() > 0
+    for category in CODE_CATEGORIES:
+        assert plan.categories[category].sum() > 0, category
 
 
 def test_out_of_memory_names_the_tile_and_uses_the_real_wording():
@@ -65,3 +76,100 @@ def test_out_of_memory_names_the_tile_and_uses_the_real_wording():
     plan, tiles = _plan(graph, bigger)
     check_memory(plan, graph, tiles, bigger)
     assert np.max(plan.total) < bigger.bytes_per_tile
+
+
+def test_summary_has_per_tile_categories_that_add_up():
+    target = small_target(4)
+    exe = compile_graph(dense_step(), target)
+    memory = exe.memory
+    per_tile = memory["tile_categories"]
+    assert set(per_tile) == set(CATEGORIES)
+    assert all(len(v) == target.num_tiles for v in per_tile.values())
+    totals = np.sum([per_tile[c] for c in CATEGORIES], axis=0)
+    assert totals.tolist() == memory["tile_memory"]
+    assert memory["always_live"][0] + memory["not_always_live"][0] == memory["tile_memory"][0]
+    assert memory["out_of_memory"] is None and memory["tiles_out_of_memory"] == []
+
+
+def test_stream_buffers_and_control_code_by_hand():
+    graph, _ = counting_loop()
+    plan, _ = _plan(graph, small_target(1), code=True)
+    # One float32[2] element of the infeed and one of the outfeed.
+    assert plan.categories["stream_buffers"].sum() == 8 + 8
+    # Program steps that are not constants or control flow: less, infeed, mul, add, outfeed,
+    # add; the control code of each is on every tile.
+    assert plan.categories["control_code"].tolist() == [6 * CONTROL_CODE_BYTES_PER_STEP]
+
+
+def test_matmul_plan_temporaries_are_live_at_their_step():
+    b = Builder()
+    x = new_input((16, 64), "float32")
+    y = b.emit("matmul", [x, b.const(np.ones((64, 16), np.float32))])
+    target = small_target(1)
+    plan, tiles = _plan(b.graph([x], [y]), target)
+    temp = tiles.plans[y.id].temp_bytes
+    assert temp == (16 * 64 + 64 * 16) * 4  # operand copies; float partials are the output
+    # Step 0 defines the (always-live) constant; during the matmul: x, y and the temporaries.
+    assert plan.liveness == [16 * 64 * 4, 16 * 64 * 4 + 16 * 16 * 4 + temp]
+
+
+def test_views_share_their_source_memory():
+    b = Builder()
+    x = new_input((256,), "float32")
+    y = b.emit("neg", [b.emit("reshape", [x], shape=(16, 16))])
+    plan, tiles = _plan(b.graph([x], [y]), small_target(1))
+    assert plan.liveness == [1024, 2048]  # the reshape holds nothing of its own
+
+
+def test_exchanged_operands_are_temporaries_of_their_step():
+    b = Builder()
+    x, z = new_input((64,), "float32"), new_input((64,), "float32")
+    y = b.emit("add", [x, z])
+    target = small_target(8)
+    plan, tiles = _plan(b.graph([x, z], [y]), target)
+    received = (tiles.values[y.id].elements(64, 8) * 4).sum()  # z is elsewhere
+    assert tiles.values[y.id] == tiles.values[x.id] != tiles.values[z.id]
+    assert plan.liveness == [3 * 256 + received]
+
+
+def test_allow_out_of_memory_defers_the_error_to_run_time(monkeypatch):
+    graph = _too_big()
+    target = small_target(4, "ipu1")
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", '{"debug.allowOutOfMemory": "true"}')
+    exe = compile_graph(graph, target)
+    oom = exe.memory["out_of_memory"]
+    assert oom["bytes_available"] == 262144 and oom["tile"] in exe.memory["tiles_out_of_memory"]
+    engine = Engine(exe)
+    with pytest.raises(OutOfTileMemoryError, match="Out of memory on tile"):
+        engine.run([np.zeros((64, 1024), np.float32)], [np.zeros((1024, 1024), np.float32)],
+                   None)
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "{}")
+    with pytest.raises(OutOfTileMemoryError):
+        compile_graph(graph, target)
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", "not json")
+    with pytest.raises(ConfigurationError, match="Received: POPLAR_ENGINE_OPTIONS="):
+        compile_graph(graph, target)
+
+
+def test_engine_options_parsing():
+    assert allow_out_of_memory({}) is False
+    assert allow_out_of_memory({"POPLAR_ENGINE_OPTIONS": '{"debug.allowOutOfMemory": true}'})
+    assert not allow_out_of_memory({"POPLAR_ENGINE_OPTIONS": '{"autoReport.all": "true"}'})
+
+
+def test_out_of_memory_names_the_keras_layer():
+    b = Builder(Source("model/dense_1/MatMul", "dense_1"))
+    x = new_input((64, 1024), "float32")
+    w = b.emit("read_var", [], var=0, type=TensorType((1024, 1024), "float32"))
+    y = b.emit("matmul", [x, w])
+    graph = b.graph([x], [y], variables=[VariableSpec("w", TensorType((1024, 1024), "float32"))])
+    with pytest.raises(OutOfTileMemoryError, match="layer 'dense_1'"):
+        compile_graph(graph, small_target(4, "ipu1"))
+
+
+def _too_big():
+    b = Builder()
+    x = new_input((64, 1024), "float32")
+    w = b.emit("read_var", [], var=0, type=TensorType((1024, 1024), "float32"))
+    y = b.emit("matmul", [x, w])
+    return b.graph([x], [y], variables=[VariableSpec("w", TensorType((1024, 1024), "float32"))])

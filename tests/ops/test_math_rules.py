@@ -20,7 +20,7 @@ C = np.array([True, False, False])
 
 UNARY_FLOAT = (
     "neg", "abs", "sign", "square", "floor", "ceil", "round", "exp", "expm1", "tanh",
-    "sigmoid", "erf", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "zeros_like",
+    "sigmoid", "erf", "erfc", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "zeros_like",
     "ones_like",
 )
 UNARY_POSITIVE = ("sqrt", "rsqrt", "log", "log1p", "reciprocal", "acosh")
@@ -147,6 +147,12 @@ def test_erf_matches_math_erf():
     np.testing.assert_allclose(run("erf", x), want, rtol=2e-7, atol=0)
     np.testing.assert_array_equal(run("erf", np.float32([np.inf, -np.inf])), [1, -1])
     assert np.isnan(run("erf", np.float32([np.nan])))[0]
+
+
+def test_erfc_matches_math_erfc_without_cancellation():
+    x = np.concatenate([np.linspace(-6, 9, 3001), np.geomspace(1e-20, 1, 50)])
+    want = [math.erfc(v) for v in x]
+    np.testing.assert_allclose(run("erfc", x), want, rtol=3e-7, atol=0)
 
 
 def test_unary_gradients():

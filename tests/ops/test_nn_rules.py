@@ -75,6 +75,8 @@ SAMPLES = [
     ("sparse_softmax_xent", (X, LABELS), {},
      lambda x, y: (-(ONEHOT * log_softmax(x)).sum(-1), softmax(x) - ONEHOT)),
     ("l2_loss", (X,), {}, lambda x: (x ** 2).sum() / 2),
+    ("in_top_k", (np.float32([[0.1, 0.5, 0.4], [0.3, 0.3, 0.3], [1, np.inf, 0]]),
+                  np.int32([2, 1, 0])), {"k": 2}, lambda p, t: np.array([True, True, False])),
     ("reduce_sum", (A3,), {"axes": (0, 2)}, lambda x: x.sum((0, 2))),
     ("reduce_sum", (A3,), {"axes": (), "keep_dims": True}, lambda x: x),
     ("reduce_mean", (A3,), {"axes": (1,), "keep_dims": True}, lambda x: x.mean(1, keepdims=1)),

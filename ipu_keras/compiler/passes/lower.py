@@ -1,14 +1,19 @@
 """Lowering: a mapped, planned graph -> the `Executable`'s blocks of steps.
 
 Every IR value gets a slot; constants become preset slots; each graph level becomes
-a block. Each step's cycles (compute on its busiest tile, the exchange that brings
-its operands there, the superstep sync, host I/O for stream copies) are computed
-here, once, from the tile map and the target, and summed per block.
+a block. Each step's cycles are computed here, once, from the tile map (and the
+plans of matmuls, convolutions and gathers) and the target, and summed per block:
+compute on the slowest tile (`simulator/cost.py`), the exchange that brings the
+operands there (`traffic.py`, busiest receiving tile), one sync per superstep
+(external when the step spans IPUs or talks to the host), host I/O for stream
+copies. Reductions take two supersteps when their partials span tiles; planned ops
+take their plan's supersteps.
 """
 import math
 
-from ipu_keras.simulator import cost as cost_model
+from ipu_keras.compiler.passes import traffic
 from ipu_keras.ops.registry import get_op
+from ipu_keras.simulator import cost as cost_model
 
 
 class _Lowering:
@@ -76,39 +81,55 @@ class _Lowering:
         if eqn.op in ("const", "read_var", "while", "if", "call"):
             return [0, 0, 0, 0]
         if eqn.op in ("infeed", "outfeed"):
+            # A stream copy synchronises with the host: an external sync.
             nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
-            return [0, 0, cost_model.sync_cycles(target),
+            return [0, 0, cost_model.sync_cycles(target, external=True),
                     cost_model.host_io_cycles(nbytes, target)]
+        plan = self.map.plan_of(eqn)
+        if plan is not None:
+            external = self._spans_ipus(plan.start, plan.tiles)
+            return [plan.compute, plan.exchange,
+                    plan.supersteps * cost_model.sync_cycles(target, external), 0]
+        received = traffic.received_bytes(eqn, self.map)
+        exchange = cost_model.exchange_cycles(int(received.max(initial=0)), target)
+        compute, supersteps, mapping = self._compute(eqn)
+        if not supersteps and (compute or exchange):
+            supersteps = 1
+        external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
+        return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
+
+    def _compute(self, eqn):
+        """(compute cycles on the slowest tile, supersteps, mapping of the work)."""
+        target, n = self.target, self.map.num_tiles
         opdef = get_op(eqn.op)
         work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
                           **eqn.params)
-        anchor = eqn.outputs[0] if eqn.outputs else eqn.inputs[0]
-        mapping = self.map.values.get(anchor.id)
-        if eqn.op == "write_var":
-            mapping = self.map.variables[eqn.params["var"]]
-        share = mapping.per_tile / max(1, anchor.type.size)
         dtype = (eqn.inputs or eqn.outputs)[0].type.dtype
-        compute = cost_model.compute_cycles(work.kind, math.ceil(work.amount * share), dtype,
-                                            target)
-        exchange = cost_model.exchange_cycles(self.exchange_bytes(eqn, anchor, mapping), target)
-        return [compute, exchange, cost_model.sync_cycles(target) if compute else 0, 0]
+        if eqn.op == "write_var":
+            anchor, mapping = eqn.inputs[0], self.map.variables[eqn.params["var"]]
+        else:
+            anchor = eqn.outputs[0]
+            mapping = self.map.values.get(anchor.id)
+        if opdef.mapping == "reduce" and work.kind != "none":
+            # Reduce where the input lies, then combine the partials on the output's tiles.
+            local = int(traffic.input_elements(eqn.inputs[0], self.map).max(initial=0))
+            partials, out_elements = traffic.reduction_partials(eqn, self.map)
+            compute = cost_model.vector_cycles(local, dtype, target)
+            if partials > 1:
+                compute += cost_model.vector_cycles(
+                    int(out_elements.max(initial=0)) * partials, dtype, target)
+            return compute, 2 if partials > 1 else 1, mapping
+        if mapping is None or not anchor.type.size:
+            return 0, 0, mapping
+        busiest = int(mapping.elements(anchor.type.size, n).max(initial=0))
+        units = math.ceil(work.amount * busiest / anchor.type.size)
+        return cost_model.compute_cycles(work.kind, units, dtype, target), 0, mapping
 
-    def exchange_bytes(self, eqn, anchor, mapping):
-        """Bytes the busiest tile of `eqn` receives to have all its operands."""
-        per_tile = mapping.per_tile
-        if get_op(eqn.op).mapping == "matmul" and len(eqn.inputs) >= 2:
-            a, out = eqn.inputs[0].type, anchor.type
-            n = out.shape[-1] if out.shape else 1
-            k = a.size * n // max(1, out.size)
-            rows, cols = math.ceil(per_tile / max(1, n)), min(per_tile, n)
-            return (rows * k + k * cols) * a.itemsize
-        total = 0
-        for v in eqn.inputs:
-            if self.map.values.get(v.id) == mapping and v.type.shape == anchor.type.shape:
-                continue
-            fraction = per_tile / max(1, anchor.type.size)
-            total += math.ceil(v.type.nbytes * min(1.0, fraction if v.type.size > 1 else 1))
-        return total
+    def _spans_ipus(self, start, tiles):
+        per_ipu = self.map.tiles_per_ipu or self.map.num_tiles
+        if tiles > per_ipu:
+            return True
+        return start // per_ipu != ((start + tiles - 1) % self.map.num_tiles) // per_ipu
 
 
 def lower(graph, tile_map, target):

@@ -1,20 +1,36 @@
-"""Tile mapping: where the elements of every value live.
+"""Tile mapping: where the elements of every value live, and how each big op is planned.
 
 A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
-`tiles` consecutive tiles from `start`. Elementwise ops keep the mapping of an
-operand of their shape (so they need no exchange); other values are spread
-linearly with a minimum grain, each new one starting where the previous ended so
-that small values do not all land on tile 0. Variables are mapped first.
+`tiles` consecutive tiles from `start`. The rules, by the op's mapping preference
+(`ops/registry.py`):
+
+* "elementwise": the output keeps the mapping of an operand of its shape, so the op
+  needs no exchange for it;
+* "matmul" (matmuls, convolutions): the planner (`planner.py`) chooses a partition
+  for the target and the `poplar_options`; the output is spread over the plan's
+  tiles. Gathers get a `GatherPlan` next to their table;
+* "reduce": the output is mapped linearly (reductions map their outputs; the inputs
+  stay where they are and are reduced in place first);
+* views (ops with no work whose output has the input's bytes: `reshape`, `bitcast`)
+  alias their input's mapping and memory;
+* everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
+  tile, each new value starting where the previous ended so that small values do
+  not all land on tile 0. Variables are mapped first, then the graph inputs.
 """
 import dataclasses
 import math
 
 import numpy as np
 
+from ipu_keras.compiler.passes import planner
 from ipu_keras.ops.registry import get_op
 
 GRAIN_BYTES = 64
-"""Minimum bytes of one value on a tile (a vector-aligned chunk)."""
+"""Minimum bytes of one value on a tile: one 64-byte chunk, 8 loads of the 64-bit
+datapath, so a tile never gets a sliver smaller than a few vector instructions."""
+
+GATHER_OPS = ("gather", "gather_nd")
+"""Ops planned as table lookups (embeddings)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,13 +41,24 @@ class Mapping:
 
     def elements(self, size, num_tiles):
         """Elements per tile as a vector of length `num_tiles`."""
-        counts = np.zeros(num_tiles, dtype=np.int64)
+        lo, hi = self.bounds(size, num_tiles)
+        return hi - lo
+
+    def bounds(self, size, num_tiles):
+        """Per tile, the flat index range [lo, hi) of the elements it holds."""
+        lo = np.zeros(num_tiles, dtype=np.int64)
+        hi = np.zeros(num_tiles, dtype=np.int64)
         if size == 0:
-            return counts
-        full, rest = divmod(size, self.per_tile)
-        idx = (self.start + np.arange(full + (1 if rest else 0))) % num_tiles
-        np.add.at(counts, idx, [self.per_tile] * full + ([rest] if rest else []))
-        return counts
+            return lo, hi
+        chunks = np.arange(math.ceil(size / self.per_tile))
+        tiles = (self.start + chunks) % num_tiles
+        lo[tiles] = chunks * self.per_tile
+        hi[tiles] = np.minimum(size, (chunks + 1) * self.per_tile)
+        return lo, hi
+
+    def tile_range(self, num_tiles):
+        """The tiles this mapping uses (sorted)."""
+        return np.sort((self.start + np.arange(self.tiles)) % num_tiles)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,17 +66,41 @@ class TileMap:
     values: dict          # value id -> Mapping
     variables: list       # variable index -> Mapping
     num_tiles: int
+    plans: dict = dataclasses.field(default_factory=dict)    # output value id -> plan
+    aliases: dict = dataclasses.field(default_factory=dict)  # view value id -> source id
+    tiles_per_ipu: int = 0
+
+    def plan_of(self, eqn):
+        return self.plans.get(eqn.outputs[0].id) if eqn.outputs else None
+
+
+def is_view(eqn):
+    """Whether `eqn`'s output is a view of its first input (no work, same bytes)."""
+    if len(eqn.inputs) < 1 or len(eqn.outputs) != 1 or get_op(eqn.op).engine:
+        return False
+    out, src = eqn.outputs[0].type, eqn.inputs[0].type
+    if out.nbytes != src.nbytes:
+        return False
+    opdef = get_op(eqn.op)
+    work = opdef.cost([v.type for v in eqn.inputs], [out], **eqn.params)
+    return work.kind == "none" and opdef.mapping != "engine"
 
 
 class _Planner:
-    def __init__(self, num_tiles):
-        self.num_tiles = num_tiles
+    def __init__(self, target, matmul_options, conv_options):
+        self.target = target
+        self.num_tiles = target.num_tiles
+        self.options = (matmul_options, conv_options)
         self.next_tile = 0
         self.values = {}
+        self.plans = {}
+        self.aliases = {}
 
-    def linear(self, type_):
+    def linear(self, type_, tiles=None):
         grain = max(1, GRAIN_BYTES // type_.itemsize)
-        tiles = max(1, min(self.num_tiles, math.ceil(type_.size / grain)))
+        if tiles is None:
+            tiles = math.ceil(type_.size / grain)
+        tiles = max(1, min(self.num_tiles, tiles))
         mapping = Mapping(self.next_tile, tiles, max(1, math.ceil(type_.size / tiles)))
         self.next_tile = (self.next_tile + tiles) % self.num_tiles
         return mapping
@@ -75,17 +126,48 @@ class _Planner:
     def _choose(self, opdef, eqn, i, out):
         if eqn.op == "while":
             return self.values.get(eqn.inputs[i].id) or self.linear(out.type)
+        if i == 0 and opdef.mapping == "matmul" and len(eqn.inputs) >= 2:
+            return self._matmul(eqn, out)
+        if i == 0 and eqn.op in GATHER_OPS and eqn.inputs[0].id in self.values:
+            return self._gather(eqn, out)
+        if is_view(eqn) and eqn.inputs[0].id in self.values:
+            self.aliases[out.id] = self.aliases.get(eqn.inputs[0].id, eqn.inputs[0].id)
+            return self.values[eqn.inputs[0].id]
         if opdef.mapping == "elementwise":
             for v in eqn.inputs:
                 if v.type.shape == out.type.shape and v.id in self.values:
                     return self.values[v.id]
         return self.linear(out.type)
 
+    def _matmul(self, eqn, out):
+        options = planner.options_for(eqn.op, *self.options)
+        kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
+        plan = planner.choose_plan(planner.problem_of(eqn), options, self.target, kind,
+                                   where=f"{eqn.op} {out.type} from {eqn.source}")
+        mapping = self.linear(out.type, tiles=plan.tiles)
+        self.plans[out.id] = dataclasses.replace(plan, start=mapping.start)
+        return mapping
 
-def plan_tile_mapping(graph, target):
-    planner = _Planner(target.num_tiles)
-    variables = [planner.linear(spec.type) for spec in graph.variables]
+    def _gather(self, eqn, out):
+        table = self.values[eqn.inputs[0].id]
+        mapping = self.linear(out.type)
+        indices = eqn.inputs[1].type.nbytes if len(eqn.inputs) > 1 else 0
+        plan = planner.plan_gather(table.tiles, table.per_tile, indices, out.type,
+                                   mapping.per_tile, out.type.dtype, self.target)
+        self.plans[out.id] = dataclasses.replace(plan, start=table.start)
+        return mapping
+
+
+def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
+    """Map every value of `graph` onto `target`'s tiles; plan matmuls, convs and gathers.
+
+    `matmul_options`/`conv_options` are `planner.PlanOptions` (defaults if None).
+    """
+    planner_ = _Planner(target, matmul_options or planner.PlanOptions(),
+                        conv_options or planner.PlanOptions())
+    variables = [planner_.linear(spec.type) for spec in graph.variables]
     for value in graph.inputs:
-        planner.values[value.id] = planner.linear(value.type)
-    planner.graph(graph, variables)
-    return TileMap(planner.values, variables, target.num_tiles)
+        planner_.values[value.id] = planner_.linear(value.type)
+    planner_.graph(graph, variables)
+    return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
+                   planner_.aliases, target.tiles_per_ipu)

@@ -1,0 +1,152 @@
+"""The matmul/conv/gather planner: choices under availableMemoryProportion and partialsType."""
+import math
+
+import numpy as np
+import pytest
+
+from ipu_keras.compiler import compile_graph
+from ipu_keras.compiler.passes import planner
+from ipu_keras.compiler.passes.planner import PlanOptions, Problem, choose_plan, problem_of
+from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras.errors import ConfigurationError
+from ipu_keras.ir import TensorType, VariableSpec
+from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras.ops.registry import get_op
+from ipu_keras.simulator import cost, get_target
+from tests.graphs import small_target
+
+BIG = Problem(1, 1024, 1024, 1024, "float32", 4)
+
+
+def test_big_matmul_on_ipu2_picks_a_multi_tile_plan_that_fits():
+    target = get_target("ipu2")
+    plan = choose_plan(BIG, PlanOptions(), target)
+    assert plan.tiles > target.tiles_per_ipu // 2 and plan.fits
+    assert plan.temp_bytes <= 0.6 * target.bytes_per_tile
+    # Never faster than the AMP doing all MACs on every tile at once.
+    ideal = BIG.macs / (target.tiles_per_ipu * target.amp_macs("float32"))
+    assert ideal < plan.compute < 4 * ideal
+
+
+def test_lower_proportion_gives_less_temporary_memory_and_no_fewer_cycles():
+    target = get_target("ipu2")
+    plans = [choose_plan(BIG, PlanOptions(p), target) for p in (0.6, 0.1, 0.05)]
+    for looser, tighter in zip(plans, plans[1:]):
+        assert tighter.temp_bytes <= looser.temp_bytes
+        assert tighter.cycles >= looser.cycles
+    assert plans[-1].temp_bytes < plans[0].temp_bytes
+    assert plans[-1].temp_bytes <= 0.05 * target.bytes_per_tile
+
+
+def test_one_tile_plan_by_hand_and_half_partials_halve_temporaries():
+    target = small_target(1)
+    problem = Problem(1, 64, 64, 64, "float16", 2)
+    full = choose_plan(problem, PlanOptions(partials_type="float"), target)
+    half = choose_plan(problem, PlanOptions(partials_type="half"), target)
+    operands = 2 * 64 * 64 * 2  # both operands copied onto the tile, float16
+    assert full.splits == half.splits == (1, 1, 1, 1, 1)
+    assert full.temp_bytes == operands + 64 * 64 * 4  # float partials, cast afterwards
+    assert half.temp_bytes == operands  # half partials are the output itself
+    macs_cycles = math.ceil(64 ** 3 / target.amp_macs("float16"))
+    assert full.compute == cost.VERTEX_OVERHEAD_CYCLES + macs_cycles
+    assert full.exchange == cost.EXCHANGE_LATENCY_CYCLES + operands // 4
+    assert full.cycles == full.compute + full.exchange + target.internal_sync_cycles
+    big16 = Problem(1, 1024, 1024, 1024, "float16", 2)
+    ipu2 = get_target("ipu2")
+    assert (choose_plan(big16, PlanOptions(partials_type="half"), ipu2).temp_bytes
+            < choose_plan(big16, PlanOptions(partials_type="float"), ipu2).temp_bytes)
+
+
+def test_k_split_pays_a_reduction_superstep():
+    target = small_target(2)
+    problem = Problem(1, 1, 4096, 1, "float32", 4)  # a dot product: only k can be split
+    plan = choose_plan(problem, PlanOptions(), target)
+    assert plan.splits[2] == 2 and plan.supersteps == 2
+    assert "reduce_partials" in plan.vertex_types
+
+
+def test_impossible_proportion_falls_back_to_least_memory_plan_with_a_warning():
+    target = get_target("ipu2")
+    with pytest.warns(UserWarning, match="no plan whose temporary memory fits"):
+        plan = choose_plan(BIG, PlanOptions(0.001), target, where="dense_1")
+    assert not plan.fits
+    _, _, temp, *_ = planner._evaluate(BIG, PlanOptions(0.001), target, target.tiles_per_ipu)
+    assert plan.temp_bytes == temp.min()
+
+
+def test_poplar_options_are_parsed_from_strings_and_checked():
+    options = PlanOptions.from_poplar_options(
+        {"availableMemoryProportion": "0.3", "partialsType": "HALF", "other": "x"})
+    assert options == PlanOptions(0.3, "half")
+    assert PlanOptions.from_poplar_options({}) == PlanOptions(0.6, "float")
+    with pytest.raises(ConfigurationError, match="Received: availableMemoryProportion='2'"):
+        PlanOptions.from_poplar_options({"availableMemoryProportion": "2"})
+    with pytest.raises(ConfigurationError, match="partialsType"):
+        PlanOptions.from_poplar_options({"partialsType": "double"})
+
+
+def _matmul_graph(m=256, k=512, n=256):
+    b = Builder()
+    x = new_input((m, k), "float32")
+    w = b.emit("read_var", [], var=0, type=TensorType((k, n), "float32"))
+    y = b.emit("matmul", [x, w])
+    return b.graph([x], [y], variables=[VariableSpec("w", TensorType((k, n), "float32"))])
+
+
+def test_compile_uses_matmul_options_and_reports_the_plans():
+    target = get_target("ipu2")
+    loose = compile_graph(_matmul_graph(), target)
+    tight = compile_graph(_matmul_graph(), target,
+                          matmul_options={"availableMemoryProportion": "0.002"},
+                          conv_options={"availableMemoryProportion": "0.9"})
+    (a,), (b,) = loose.info["plans"], tight.info["plans"]
+    assert a["op"] == "matmul" and b["temp_bytes"] < a["temp_bytes"]
+    assert b["cycles"] >= a["cycles"]
+
+
+def _conv(op, ins, **params):
+    b = Builder()
+    values = [new_input(shape, "float32") for shape in ins]
+    return b.emit(op, values, **params), b.equations[-1]
+
+
+def test_conv_problems_count_the_registered_macs():
+    common = dict(strides=(1, 1), dilations=(1, 1), padding=((1, 1), (1, 1)))
+    cases = [
+        ("conv", [(2, 8, 8, 6), (3, 3, 3, 4)], {}),  # 2 groups
+        ("conv_input_grad", [(3, 3, 3, 4), (2, 8, 8, 4)], {"input_shape": (2, 8, 8, 6)}),
+        ("conv_filter_grad", [(2, 8, 8, 6), (2, 8, 8, 4)], {"filter_shape": (3, 3, 3, 4)}),
+    ]
+    for op, ins, extra in cases:
+        _, eqn = _conv(op, ins, **common, **extra)
+        work = get_op(op).cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                               **eqn.params)
+        assert problem_of(eqn).macs == work.amount, op
+
+
+def test_convolutions_use_the_convolution_options():
+    b = Builder()
+    x = new_input((4, 16, 16, 32), "float32")
+    w = b.const(np.ones((3, 3, 32, 64), np.float32))
+    y = b.emit("conv", [x, w], strides=(1, 1), dilations=(1, 1), padding=((1, 1), (1, 1)))
+    graph = b.graph([x], [y])
+    target = get_target("ipu2")
+    tiles = plan_tile_mapping(graph, target, PlanOptions(0.001), PlanOptions(0.6))
+    plan = tiles.plans[y.id]
+    assert plan.kind == "conv" and plan.fits and plan.tiles > 1
+
+
+def test_embedding_gather_is_planned_next_to_its_table():
+    b = Builder()
+    ids = new_input((32,), "int32")
+    table = b.emit("read_var", [], var=0, type=TensorType((1000, 64), "float32"))
+    rows = b.emit("gather", [table, ids], axis=0, batch_dims=0)
+    spec = VariableSpec("embeddings", TensorType((1000, 64), "float32"))
+    graph = b.graph([ids], [rows], variables=[spec])
+    target = small_target(16)
+    tiles = plan_tile_mapping(graph, target)
+    plan = tiles.plans[rows.id]
+    assert plan.kind == "gather" and plan.start == tiles.variables[0].start
+    assert plan.tiles == tiles.variables[0].tiles and plan.supersteps == 2
+    out_per_tile = tiles.values[rows.id].per_tile
+    assert plan.receive_bytes == 32 * 4 + out_per_tile * 4  # indices + the rows it gets

@@ -1,0 +1,78 @@
+"""Cycle micro-cases, computed by hand from the target's figures."""
+import math
+
+import numpy as np
+
+from ipu_keras.compiler import compile_graph
+from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras.simulator import cost, get_target
+from tests.graphs import small_target
+
+OVERHEAD = cost.VERTEX_OVERHEAD_CYCLES
+LATENCY = cost.EXCHANGE_LATENCY_CYCLES
+
+
+def test_vector_work_is_split_over_six_barrel_scheduled_workers():
+    t = get_target("ipu2")
+    assert t.workers_per_tile == 6
+    # float32: 2 per instruction; 100 elements -> 17 per worker -> 9 instructions of 6 cycles.
+    assert cost.compute_cycles("vector", 100, "float32", t) == OVERHEAD + 6 * 9
+    # float16: 4 per instruction -> 5 instructions.
+    assert cost.compute_cycles("vector", 100, "float16", t) == OVERHEAD + 6 * 5
+    # int32 has no SIMD path: 17 instructions.
+    assert cost.compute_cycles("vector", 100, "int32", t) == OVERHEAD + 6 * 17
+    # A single element still waits for its worker's slot.
+    assert cost.compute_cycles("vector", 1, "float32", t) == OVERHEAD + 6
+    assert cost.compute_cycles("transcendental", 12, "float32", t) == OVERHEAD + 6 * 8
+    assert cost.compute_cycles("none", 100, "float32", t) == 0
+
+
+def test_amp_copy_exchange_sync_and_host_link_rates():
+    mk1, mk2 = get_target("ipu1"), get_target("ipu2")
+    assert cost.compute_cycles("amp", 6400, "float16", mk1) == OVERHEAD + 6400 // 32
+    assert cost.compute_cycles("amp", 6400, "float32", mk2) == OVERHEAD + 6400 // 16
+    assert cost.amp_rate("float16", "half", mk2) == 64
+    assert cost.compute_cycles("copy", 100, "float32", mk2) == OVERHEAD + 400 // 8
+    assert cost.exchange_cycles(1000, mk2) == LATENCY + 250
+    assert cost.exchange_cycles(0, mk2) == 0
+    assert cost.sync_cycles(mk2) == 50 and cost.sync_cycles(mk2, external=True) == 500
+    # 64 GB/s at 1.33 GHz: 6.4e6 bytes take 100 us = 133,000 cycles.
+    assert cost.host_io_cycles(6_400_000, mk2) == 133_000
+
+
+def test_a_reduction_reduces_in_place_then_combines_partials():
+    b = Builder()
+    x = new_input((1024,), "float32")
+    total = b.emit("reduce_sum", [x], axes=(0,), keep_dims=False)
+    target = small_target(4)
+    exe = compile_graph(b.graph([x], [total]), target, compile_ipu_code=False)
+    # 256 elements per tile reduced locally, then 4 partials on the output's tile.
+    local = OVERHEAD + 6 * math.ceil(math.ceil(256 / 6) / 2)
+    combine = OVERHEAD + 6 * math.ceil(math.ceil(4 / 6) / 2)
+    assert exe.blocks[0]["cycles"] == {
+        "compute": local + combine, "exchange": LATENCY + math.ceil(3 * 4 / 4),
+        "sync": 2 * target.internal_sync_cycles, "host_io": 0}
+
+
+def test_an_operand_mapped_elsewhere_is_exchanged_by_interval():
+    b = Builder()
+    x, z = new_input((64,), "float32"), new_input((64,), "float32")
+    y = b.emit("add", [x, z])
+    target = small_target(8)
+    exe = compile_graph(b.graph([x, z], [y]), target, compile_ipu_code=False)
+    # x and z each use 4 tiles of 16 elements (64 bytes); y follows x, z lies on other
+    # tiles, so each of y's tiles receives its 16 elements of z.
+    assert exe.blocks[0]["cycles"]["exchange"] == LATENCY + 16 * 4 // 4
+
+
+def test_a_step_spanning_two_ipus_pays_an_external_sync():
+    b = Builder()
+    x = new_input((1024,), "float32")
+    y = b.emit("neg", [x])
+    target = get_target("ipu2", tiles_per_ipu=4, num_ipus=2)
+    exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
+    assert exe.blocks[0]["cycles"]["sync"] == target.external_sync_cycles
+    one_ipu = compile_graph(b.graph([x], [y]), small_target(8), compile_ipu_code=False)
+    assert one_ipu.blocks[0]["cycles"]["sync"] == target.internal_sync_cycles
+    assert np.isclose(exe.blocks[0]["cycles"]["compute"],
+                      one_ipu.blocks[0]["cycles"]["compute"])
