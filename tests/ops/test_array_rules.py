@@ -8,8 +8,9 @@ from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import all_ops, get_importer, get_op
 from ipu_keras.ops import array as array_ops
 from ipu_keras.ops import indexing
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras.ops.builder import Builder
 from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS
+from tests.ops.fake_node import FakeNode
 
 MODULES = (array_ops, indexing)
 IR_OPS = array_ops.IR_OPS + indexing.IR_OPS
@@ -201,25 +202,10 @@ def test_range_values_follow_tensorflow_sizes():
     assert got.dtype == np.float32 and got.shape == (20,)
 
 
-class FakeNode:
-    """What an importer sees of a TensorFlow op, with every operand static."""
-
-    def __init__(self, tf_type, arrays, **attrs):
-        self.type, self.name = tf_type, tf_type.lower()
-        self.inputs = [new_input(np.shape(a), np.asarray(a).dtype.name) for a in arrays]
-        self.arrays, self.attrs = arrays, attrs
-
-    def attr(self, name, default=None):
-        return self.attrs.get(name, default)
-
-    def static(self, i):
-        return np.asarray(self.arrays[i])
-
-
 def import_op(tf_type, *arrays, **attrs):
-    b, node = Builder(), FakeNode(tf_type, arrays, **attrs)
-    out = get_importer(tf_type)(node, b)
-    return node, out, [eq.op for eq in b.equations]
+    node = FakeNode(tf_type, arrays, **attrs)
+    out, ops, _ = node.run()
+    return node, out, ops
 
 
 def test_pass_throughs_and_no_op_reshapes_emit_nothing():

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import Builder, conv, get_importer, get_op, norm, pool
+from ipu_keras.ops import conv, get_importer, get_op, norm, pool
 from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
+from tests.ops.fake_node import FakeNode
 
 rng = np.random.default_rng(0)
 
@@ -289,29 +290,6 @@ def test_max_pool_of_integers_pads_with_the_lowest_value():
 
 
 # -- importers ----------------------------------------------------------------------------
-
-
-class FakeNode:
-    """What the tracer hands an importer, for one TensorFlow node."""
-
-    def __init__(self, tf_type, inputs, statics=None, **attrs):
-        self.type, self.name = tf_type, "node"
-        self.statics, self.attrs = statics or {}, attrs
-        self.builder = Builder()
-        self.inputs = [self.builder.const(x) for x in inputs]
-
-    def attr(self, name, default=None):
-        return self.attrs.get(name, default)
-
-    def static(self, i):
-        return self.statics[i]
-
-    def run(self):
-        """The importer's results and the ops of the equations it added."""
-        first = len(self.builder.equations)
-        results = get_importer(self.type)(self, self.builder)
-        eqns = self.builder.equations[first:]
-        return results, [e.op for e in eqns], eqns
 
 
 CONV_ATTRS = {"strides": [1, 2, 2, 1], "padding": "SAME", "data_format": "NHWC"}

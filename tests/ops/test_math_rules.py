@@ -7,8 +7,8 @@ import pytest
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import all_ops, get_importer, get_op
 from ipu_keras.ops import math as math_ops
-from ipu_keras.ops.builder import Builder, new_input
 from ipu_keras.ops.registry import WORK_KINDS
+from tests.ops.fake_node import FakeNode, zeros_of
 
 F = np.array([[-2.5, -0.5, 0.0], [0.5, 1.5, 3.0]], np.float32)
 P = np.array([0.25, 0.5, 2.0], np.float32)      # positive, broadcasts against F
@@ -179,20 +179,10 @@ def test_clip_add_n_and_select():
     np.testing.assert_array_equal(rows, np.stack([F[0], -F[1]]))
 
 
-class FakeNode:
-    def __init__(self, inputs, **attrs):
-        self.inputs = inputs
-        self.attrs = attrs
-
-    def attr(self, name, default=None):
-        return self.attrs.get(name, default)
-
-
 def import_op(tf_type, types, **attrs):
-    b = Builder()
-    inputs = [new_input(t.shape, t.dtype) for t in types]
-    out = get_importer(tf_type)(FakeNode(inputs, **attrs), b)
-    return inputs, out, [(eq.op, eq.params) for eq in b.equations]
+    node = FakeNode(tf_type, zeros_of(*types), **attrs)
+    out, _, equations = node.run()
+    return node.inputs, out, [(eq.op, eq.params) for eq in equations]
 
 
 def test_div_import_depends_on_dtype():

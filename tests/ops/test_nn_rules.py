@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import Builder, get_importer, get_op, nn, reduce
+from ipu_keras.ops import get_importer, get_op, nn, reduce
 from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
+from tests.ops.fake_node import FakeNode
 
 rng = np.random.default_rng(0)
 SCALE, SCALE_ALPHA = 1.0507009873554805, 1.0507009873554805 * 1.6732632423543772
@@ -156,28 +157,6 @@ def test_empty_reductions_start_from_the_identity():
     assert (get_op("reduce_min").kernel(empty.astype(np.int32), axes=[0]) == 2**31 - 1).all()
     assert (get_op("reduce_prod").kernel(empty, axes=[0]) == 1).all()
 
-
-class FakeNode:
-    """What the tracer hands an importer, for one TensorFlow node."""
-
-    def __init__(self, tf_type, inputs, out_types=(), statics=None, **attrs):
-        self.type, self.name = tf_type, "node"
-        self.out_types = [TensorType(*t) for t in out_types]
-        self.statics, self.attrs = statics or {}, attrs
-        self.builder = Builder()
-        self.inputs = [self.builder.const(x) for x in inputs]
-
-    def attr(self, name, default=None):
-        return self.attrs.get(name, default)
-
-    def static(self, i):
-        return self.statics[i]
-
-    def run(self):
-        get_importer(self.type)(self, self.builder)
-        return self.builder.equations[-1]
-
-
 @pytest.mark.parametrize("tf_type, kwargs, op, params", [
     ("MatMul", {"transpose_b": True}, "matmul",
      {"transpose_a": False, "transpose_b": True, "dtype": "float32"}),
@@ -194,7 +173,7 @@ def test_importers(tf_type, kwargs, op, params):
     node = FakeNode(tf_type, [x, x][:1 + (op == "matmul")], out_types,
                     statics={1: np.array([-1, 0])} if op.startswith("reduce") else {1: -1},
                     **kwargs)
-    eq = node.run()
+    eq = node.run()[2][-1]
     assert eq.op == op and eq.params == params
 
 
