@@ -34,6 +34,8 @@ setup(
         "numpy",
         # Keeps numpy's BLAS single-threaded while the simulator runs (see runtime/session.py).
         "threadpoolctl>=3",
+        # Draws the PNG plots of profile reports (imported only when a report is written).
+        "matplotlib",
     ],
     extras_require={
         "test": ["pytest"],

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from ipu_keras import config as ipu_config
 from ipu_keras import ipu_outfeed_queue
-from ipu_keras.compiler import compile_graph
+from ipu_keras._compile import compile_for_ipu
 from ipu_keras.runtime import Session, infeed_for
 from ipu_keras.tracer import trace
 from ipu_keras.tracer.trace import split_arguments
@@ -32,16 +32,15 @@ class CompiledFunction:
         traced = trace(fn, args, kwargs, outfeed_queues=ipu_outfeed_queue.registry())
         trace_seconds = time.perf_counter() - start
         target = cfg.target()
-        executable = compile_graph(traced.graph, target, cfg.ipu_model.compile_ipu_code,
-                                   matmul_options=cfg.matmuls.poplar_options,
-                                   conv_options=cfg.convolutions.poplar_options)
+        executable = compile_for_ipu(traced.graph, cfg, getattr(fn, "__name__", "function"))
         executable.info["trace_seconds"] = trace_seconds
         self.traced = traced
         self.executable = executable
         self.target = target
         infeeds = [infeed_for(handle, spec.types)
                    for handle, spec in zip(traced.infeeds, traced.graph.infeeds)]
-        self.session = Session(executable, traced.variables, infeeds, traced.outfeeds)
+        self.session = Session(executable, traced.variables, infeeds, traced.outfeeds,
+                               strict=cfg.ipu_model.strict_tile_mode)
         self.compile_seconds = time.perf_counter() - start
         logger.info("Compiled '%s' for %s in %.2f s (%d equations).",
                     getattr(fn, "__name__", "function"), target.name, self.compile_seconds,

@@ -1,8 +1,9 @@
-"""The `ipu-keras` command: `ipu-keras demo`, `ipu-keras ops`, `ipu-keras --version`.
+"""The `ipu-keras` command: `demo`, `ops`, `report DIR` and `--version`.
 
 It parses arguments and hands over: `demo` to `ipu_keras.demo.run_demo`, `ops` to
-`ipu_keras.supported_ops`. TensorFlow is imported only by the subcommands that need
-it, so `--version` and `--help` answer at once.
+`ipu_keras.supported_ops`, `report` to `ipu_keras.reports.summary`. TensorFlow is
+imported only by the subcommands that need it, so `--version`, `--help` and `report`
+answer at once.
 """
 import argparse
 import os
@@ -33,6 +34,10 @@ def _parser():
     demo.add_argument("--batch-size", type=_positive_int, default=32,
                       help="samples per step (default: %(default)s)")
     commands.add_parser("ops", help="list the TensorFlow op types the tracer can import")
+    report = commands.add_parser(
+        "report", help="summarise a report directory (autoReport.directory or one "
+                       "executable's): target, busiest tiles, largest tensors, cycles")
+    report.add_argument("directory", help="directory holding report.json files")
     return parser
 
 
@@ -55,7 +60,25 @@ def _ops(args, parser):
     print(f"{len(ops)} TensorFlow op types supported")
 
 
-_COMMANDS = {"demo": _demo, "ops": _ops}
+def _report(args, parser):
+    from ipu_keras.reports import summary
+
+    if not os.path.isdir(args.directory):
+        parser.error(f"report expected a directory. Received: {args.directory!r}")
+    paths = summary.find_reports(args.directory)
+    if not paths:
+        parser.error(f"no report.json in '{args.directory}' or its sub-directories; write "
+                     "reports with POPLAR_ENGINE_OPTIONS='{\"autoReport.all\": \"true\", "
+                     "\"autoReport.directory\": \"DIR\"}' or "
+                     "ipu_keras.profiling.enable_reports(DIR).")
+    for i, path in enumerate(paths):
+        if i:
+            print()
+        print(f"== {os.path.dirname(path)}")
+        print(summary.summarise(summary.load(path)))
+
+
+_COMMANDS = {"demo": _demo, "ops": _ops, "report": _report}
 
 
 def main(argv=None):

@@ -133,6 +133,9 @@ _SPEC = {
             INT, 0, "Tiles per IPU; 0 means the version's standard count.", minimum=0),
         "version": _Option(
             STR, "ipu2", "IPU version to simulate.", choices=_targets.VERSIONS),
+        "strict_tile_mode": _Option(
+            BOOL, False, "Run every compute set tile by tile and check it against the "
+            "vectorised run (slow; for tests on small targets)."),
     },
     "matmuls": {
         "poplar_options": _Option(STR_DICT, {}, _POPLAR_OPTIONS_DOC),

@@ -65,3 +65,8 @@ class ConfigurationError(IPUError, ValueError):
 
 class CompilationError(IPUError, RuntimeError):
     """The compiler found a graph it cannot turn into an executable."""
+
+
+class StrictModeMismatch(IPUError, AssertionError):
+    """In strict tile mode, a tile's slice differs from the vectorised run (a mapping,
+    exchange or dependency rule is wrong)."""

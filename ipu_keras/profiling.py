@@ -22,12 +22,21 @@ A `Report` is a frozen dataclass; `report["total_cycles"]` also works, and
 `to_dict()` gives plain JSON-able data. The accounting is done at compile time; the
 engine only counts block executions, so recording a report costs a matrix-vector
 product. This module imports numpy only, never TensorFlow.
+
+Report files (Graphcore's autoReport): `enable_reports(directory)` (or
+`POPLAR_ENGINE_OPTIONS='{"autoReport.all": "true", "autoReport.directory": DIR}'`)
+writes `report.json`, PNG plots and `report.html` for every executable compiled
+afterwards; the execution trace of the last run is written by `write_report()` and
+at exit (`ipu_keras/reports/writer.py` explains why lazily). `disable_reports()`
+turns the code switch off again.
 """
 import dataclasses
 
 import numpy as np
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
+from ipu_keras.reports import writer as _reports
+from ipu_keras.reports.writer import disable_reports, enable_reports, write_report
 
 _last = []
 
@@ -89,6 +98,7 @@ def _steps(executable, counts):
 def record(executable, engine):
     """Remember the execution `engine` just ran. Cheap: the report is built when asked for."""
     _last[:] = [(executable, engine.counts)]
+    _reports.note_execution(executable, engine.counts)
 
 
 def last_report():
@@ -96,4 +106,5 @@ def last_report():
     return report_of(*_last[0]) if _last else None
 
 
-__all__ = ["Report", "last_report", "record", "report_of"]
+__all__ = ["Report", "disable_reports", "enable_reports", "last_report", "record", "report_of",
+           "write_report"]

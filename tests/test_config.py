@@ -30,7 +30,8 @@ def _fresh_active_config():
 DEFAULTS = {
     "auto_select_ipus": 0,
     "select_ipus": [],
-    "ipu_model": {"compile_ipu_code": True, "tiles_per_ipu": 0, "version": "ipu2"},
+    "ipu_model": {"compile_ipu_code": True, "tiles_per_ipu": 0, "version": "ipu2",
+                  "strict_tile_mode": False},
     "matmuls": {"poplar_options": {}},
     "convolutions": {"poplar_options": {}},
     "floating_point_behaviour": {

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-TF_FREE = ["tests/ir", "tests/compiler", "tests/simulator", "tests/test_config.py",
-           "tests/test_flags.py", "tests/ops/test_registry.py"] + sorted(
+TF_FREE = ["tests/ir", "tests/compiler", "tests/simulator", "tests/reports",
+           "tests/test_config.py", "tests/test_flags.py", "tests/ops/test_registry.py"] + sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "ops").glob("test_*_rules.py"))
 
 BLOCK_AND_RUN = """

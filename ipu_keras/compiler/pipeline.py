@@ -29,8 +29,12 @@ GRAPH_PASSES = (
 )
 
 
+PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + ("tile-map", "memory-plan", "lower")
+"""Every pass `compile_graph` runs, in order (the names of `on_pass` and `pass_seconds`)."""
+
+
 def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
-                  conv_options=None, allow_oom=None):
+                  conv_options=None, allow_oom=None, on_pass=None):
     """Compile a verified-or-not IR graph for `target` (a `simulator.targets.Target`).
 
     Args:
@@ -41,31 +45,38 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
         conv_options: `IPUConfig.convolutions.poplar_options` or None.
         allow_oom: Defer an out-of-memory error to run time; None reads
             `POPLAR_ENGINE_OPTIONS='{"debug.allowOutOfMemory": "true"}'`.
+        on_pass: Called as `on_pass(name, seconds)` after each pass of `PASS_NAMES`
+            (progress bars); None for no calls.
 
     Raises:
         OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed).
     """
     seconds = {}
-    start = time.perf_counter()
+    start = t0 = time.perf_counter()
+
+    def done(name):
+        nonlocal t0
+        now = time.perf_counter()
+        seconds[name] = now - t0
+        t0 = now
+        if on_pass is not None:
+            on_pass(name, seconds[name])
+
     for name, graph_pass in GRAPH_PASSES:
-        t0 = time.perf_counter()
         graph = graph_pass(graph)
-        seconds[name] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+        done(name)
     tile_map = plan_tile_mapping(
         graph, target, PlanOptions.from_poplar_options(matmul_options),
         PlanOptions.from_poplar_options(conv_options, "convolutions.poplar_options"))
-    seconds["tile-map"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    done("tile-map")
     memory = plan_memory(graph, tile_map, compile_ipu_code)
     allow = allow_out_of_memory() if allow_oom is None else allow_oom
     out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow)
     summary = memory.summary(target.bytes_per_tile)
     summary["out_of_memory"] = out_of_memory
-    seconds["memory-plan"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    done("memory-plan")
     blocks, constants, inputs, outputs, num_slots = lower(graph, tile_map, target)
-    seconds["lower"] = time.perf_counter() - t0
+    done("lower")
     written = {eqn.params["var"] for eqn in graph.walk() if eqn.op == "write_var"}
     return Executable(
         target=target.to_dict(),
@@ -82,7 +93,10 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
         constants=constants,
         memory=summary,
         info={"pass_seconds": seconds, "compile_seconds": time.perf_counter() - start,
-              "equations": sum(1 for _ in graph.walk()), "plans": _plans(graph, tile_map)},
+              "equations": sum(1 for _ in graph.walk()), "plans": _plans(graph, tile_map),
+              "tensor_map": tensor_map(graph, tile_map),
+              "liveness_steps": [_label(eqn) for eqn in graph.equations],
+              "loop_liveness_steps": _loop_labels(graph)},
     )
 
 
@@ -99,3 +113,42 @@ def _plans(graph, tile_map):
             plans.append(dict(plan.to_dict(), op=eqn.op, layer=eqn.source.layer,
                               node=eqn.source.node, shape=list(eqn.outputs[0].type.shape)))
     return plans
+
+
+def _label(eqn):
+    return f"{eqn.op} ({eqn.source.layer})" if eqn.source.layer else eqn.op
+
+
+def _loop_labels(graph):
+    """Labels of the steps of the first top-level loop's body (memory `loop_liveness`)."""
+    loop = next((eqn for eqn in graph.equations if eqn.op == "while"), None)
+    return [] if loop is None else [_label(eqn) for eqn in loop.params["body"].equations]
+
+
+def tensor_map(graph, tile_map):
+    """Where each value and variable lives, for reports: a compact list of rows.
+
+    Each row: `[id, kind, shape, dtype, start, tiles, per_tile, layer, op]` with kind
+    "variable" (id is the variable's index, op its name), "input" or "value" (ids of
+    the optimised graph); a view (reshape) row has kind "view" and shares its
+    source's memory. Values without a mapping (unused) are left out.
+    """
+    rows = []
+    for index, (spec, m) in enumerate(zip(graph.variables, tile_map.variables)):
+        rows.append([index, "variable", list(spec.type.shape), spec.type.dtype,
+                     m.start, m.tiles, m.per_tile, "", spec.name])
+
+    def add(value, kind, layer, op):
+        m = tile_map.values.get(value.id)
+        if m is not None:
+            kind = "view" if value.id in tile_map.aliases else kind
+            rows.append([value.id, kind, list(value.type.shape), value.type.dtype,
+                         m.start, m.tiles, m.per_tile, layer, op])
+
+    for value in graph.inputs:
+        add(value, "input", "", "input")
+    for eqn in graph.walk():
+        if eqn.op != "read_var":
+            for value in eqn.outputs:
+                add(value, "value", eqn.source.layer, eqn.op)
+    return rows

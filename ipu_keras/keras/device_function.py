@@ -26,6 +26,10 @@ class DeviceFunction:
         self.programs = {}
         self.last_program = None
         self.step_outputs = []
+        # Simulated device time since the trainer last reset it (keras/device_time.py).
+        self.device_seconds = 0.0
+        self.device_steps = 0
+        self.device_samples = 0
 
     def __call__(self, data):
         batches = self._stage(data)
@@ -37,11 +41,18 @@ class DeviceFunction:
             program = self._program(batches[start], flats[start])
             self.step_outputs.extend(program.run(flats[start:end]))
             self.last_program = program
+            self._count_device_time(program, end - start, flats[start])
         if self.kind == "predict":
             # Keras concatenates executions itself and expects tensors back.
             return tf.nest.map_structure(lambda *xs: tf.convert_to_tensor(np.concatenate(xs)),
                                          *self.step_outputs)
         return self.step_outputs[-1]
+
+    def _count_device_time(self, program, steps, flat):
+        cycles = program.session.last_cycles
+        self.device_seconds += sum(cycles.values()) / program.target.clock_hz
+        self.device_steps += steps
+        self.device_samples += steps * (int(flat[0].shape[0]) if flat and flat[0].ndim else 1)
 
     def _stage(self, data):
         if isinstance(data, list):  # predict: Keras already gathered the batches

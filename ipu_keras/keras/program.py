@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from ipu_keras import config as ipu_config
 from ipu_keras import ipu_outfeed_queue
-from ipu_keras.compiler import compile_graph
+from ipu_keras._compile import compile_for_ipu
 from ipu_keras.keras.boundary import to_device_array
 from ipu_keras.runtime import Session, infeed_for
 from ipu_keras.runtime.device_loop import counted_loop
@@ -54,14 +54,14 @@ class StepProgram:
                        layer_names=layer_names, outfeed_queues=ipu_outfeed_queue.registry())
         graph, _, _ = counted_loop(traced.graph)
         self.target = cfg.target()
-        self.executable = compile_graph(graph, self.target, cfg.ipu_model.compile_ipu_code,
-                                        matmul_options=cfg.matmuls.poplar_options,
-                                        conv_options=cfg.convolutions.poplar_options)
+        name = f"{getattr(model, 'name', 'model')}_{getattr(step_fn, '__name__', 'step')}"
+        self.executable = compile_for_ipu(graph, cfg, name)
         self.infeed, self.outfeed = StagedInfeed(), StepOutfeed()
         infeeds = [infeed_for(h, spec.types) for h, spec in zip(traced.infeeds,
                                                                   traced.graph.infeeds)]
         self.session = Session(self.executable, traced.variables, infeeds + [self.infeed],
-                               list(traced.outfeeds) + [self.outfeed])
+                               list(traced.outfeeds) + [self.outfeed],
+                               strict=cfg.ipu_model.strict_tile_mode)
         self.output_structure = traced.output_structure
         self.compile_seconds = time.perf_counter() - start
         self.steps_run = 0

@@ -5,6 +5,8 @@ History, metrics); the mixin only replaces how a batch of steps runs, through th
 documented hooks `make_train_function`, `make_test_function` and
 `make_predict_function`, each returning a `DeviceFunction` that runs the model's
 (possibly user-defined) `train_step`/`test_step`/`predict_step` on the device.
+With `verbose` on, `fit` adds a `DeviceTimeLogger` that prints the simulated device
+time of each epoch beside the wall time, without touching the logs.
 """
 import inspect
 
@@ -12,6 +14,7 @@ import keras
 
 from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
+from ipu_keras.keras.device_time import with_device_time
 
 
 class IPUTrainerMixin:
@@ -35,7 +38,10 @@ class IPUTrainerMixin:
         return self.predict_function
 
     def fit(self, *args, **kwargs):
-        return super().fit(**self._with_step_replay(keras.Model.fit, args, kwargs))
+        arguments = self._with_step_replay(keras.Model.fit, args, kwargs)
+        if arguments.get("verbose", "auto") != 0:
+            arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
+        return super().fit(**arguments)
 
     def evaluate(self, *args, **kwargs):
         return super().evaluate(**self._with_step_replay(keras.Model.evaluate, args, kwargs))

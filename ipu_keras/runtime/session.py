@@ -18,6 +18,7 @@ from threadpoolctl import ThreadpoolController
 from ipu_keras import profiling
 from ipu_keras.runtime.feeds import StreamSet
 from ipu_keras.simulator.engine import Engine
+from ipu_keras.simulator.strict import StrictEngine
 
 
 _THREADPOOLS = []
@@ -39,11 +40,13 @@ class Session:
         infeeds: One object per infeed with `pull() -> [arrays]`.
         outfeeds: One object per outfeed with `_deliver([[arrays], ...])`, called with
             every element enqueued during an execution once it has completed.
+        strict: Run every compute set tile by tile as well and check it against the
+            vectorised run (`IPUConfig.ipu_model.strict_tile_mode`; small targets only).
     """
 
-    def __init__(self, executable, variables, infeeds, outfeeds):
+    def __init__(self, executable, variables, infeeds, outfeeds, strict=False):
         self.executable = executable
-        self.engine = Engine(executable)
+        self.engine = StrictEngine(executable) if strict else Engine(executable)
         self.variables = variables
         self.written = [i for i, v in enumerate(executable.variables) if v["written"]]
         self.infeeds = list(infeeds)

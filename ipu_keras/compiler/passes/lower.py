@@ -7,7 +7,13 @@ compute on the slowest tile (`simulator/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
 copies. Reductions take two supersteps when their partials span tiles; planned ops
-take their plan's supersteps.
+take their plan's supersteps. Each block also keeps a `profile` for reports: one row
+per costed or control-flow step (op, Keras layer, its cycles, its sub-blocks); the
+engine does not read it. And it keeps `tiles`, what the strict tile mode
+(`simulator/strict.py`) checks: `slots`, `[slot, start, tiles, per_tile]` for every
+value the block defines; `steps`, per step `[bytes the busiest tile receives as the
+cost model charges it, source]`; block 0 adds `variables`, `[var, start, tiles,
+per_tile]` per variable.
 """
 import math
 
@@ -37,16 +43,35 @@ class _Lowering:
         index = len(self.blocks)
         self.blocks.append(None)
         self.slots_of(graph.inputs)
-        steps, cycles = [], [0, 0, 0, 0]
+        steps, cycles, profile = [], [0, 0, 0, 0], []
         for eqn in graph.equations:
             step = self.step(eqn)
             if step is not None:
                 steps.append(step)
-            for k, c in enumerate(self.cycles(eqn)):
+            eqn_cycles = self.cycles(eqn)
+            for k, c in enumerate(eqn_cycles):
                 cycles[k] += c
+            if any(eqn_cycles) or step is not None and step[0] in ("while", "if"):
+                profile.append(_profile_row(eqn, eqn_cycles, step))
         self.blocks[index] = {"steps": steps, "cycles": dict(zip(
-            ("compute", "exchange", "sync", "host_io"), cycles))}
+            ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile}
+        self.blocks[index]["tiles"] = self.tile_facts(graph)
         return index
+
+    def tile_facts(self, graph):
+        """What the strict tile mode checks a block against (see `lower`)."""
+        values, steps = list(graph.inputs), []
+        for eqn in graph.equations:
+            values.extend(eqn.outputs)
+            if eqn.op != "const":
+                plan = self.map.plan_of(eqn)
+                received = plan.receive_bytes if plan is not None else (
+                    0 if eqn.op in ("while", "if") else
+                    traffic.received_bytes(eqn, self.map).max(initial=0))
+                steps.append([int(received), str(eqn.source)])
+        mapped = [(v, self.map.values.get(v.id)) for v in values]
+        return {"slots": [[self.slot(v), m.start, m.tiles, m.per_tile] for v, m in mapped if m],
+                "steps": steps}
 
     def step(self, eqn):
         p, ins, outs = eqn.params, self.slots_of(eqn.inputs), self.slots_of(eqn.outputs)
@@ -132,9 +157,21 @@ class _Lowering:
         return start // per_ipu != ((start + tiles - 1) % self.map.num_tiles) // per_ipu
 
 
+def _profile_row(eqn, cycles, step):
+    """For reports: [op, layer, [compute, exchange, sync, host_io], sub-blocks] of a step."""
+    subs = []
+    if step is not None and step[0] == "while":
+        subs = [step[2], step[5]]
+    elif step is not None and step[0] == "if":
+        subs = [step[3], step[6]]
+    return [eqn.op, eqn.source.layer, list(cycles), subs]
+
+
 def lower(graph, tile_map, target):
     """Returns (blocks, constants, input slots, output slots, number of slots)."""
     lowering = _Lowering(tile_map, target)
     lowering.block(graph)
+    lowering.blocks[0]["tiles"]["variables"] = [
+        [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]
     return (lowering.blocks, lowering.constants, lowering.slots_of(graph.inputs),
             lowering.slots_of(graph.outputs), len(lowering.slots))

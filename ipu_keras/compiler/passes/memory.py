@@ -55,6 +55,7 @@ class MemoryPlan:
     not_always_live: np.ndarray      # peak bytes per tile
     categories: dict                 # category -> bytes per tile
     liveness: list                   # not-always-live bytes during each top-level step
+    loop_liveness: list = dataclasses.field(default_factory=list)  # ... each step of a loop
 
     @property
     def total(self):
@@ -78,6 +79,7 @@ class MemoryPlan:
             "not_always_live": self.not_always_live.astype(int).tolist(),
             "liveness": self.liveness,
             "peak_liveness_step": int(np.argmax(self.liveness)) if self.liveness else 0,
+            "loop_liveness": self.loop_liveness,
             "tiles_out_of_memory": [int(t) for t in over],
             "out_of_memory": None,
         }
@@ -106,7 +108,7 @@ class _Liveness:
         temp[(plan.start + np.arange(plan.tiles)) % self.n] = plan.temp_bytes
         return temp
 
-    def peak(self, graph, trace=None):
+    def peak(self, graph, trace=None, loop_trace=None):
         last_use = {}
         for i, eqn in enumerate(graph.equations):
             for v in eqn.inputs:
@@ -122,8 +124,10 @@ class _Liveness:
                     if v.id not in self.map.aliases:
                         owned[v.id] = self.bytes_of(v)
                         live = live + owned[v.id]
-            inner = [self.peak(sub) for sub in eqn.subgraphs()]
-            during = live + (np.max(inner, axis=0) if inner else 0) + self.step_temporaries(eqn)
+            temporaries = self.step_temporaries(eqn)
+            inner = [self._inner_peak(eqn, sub, loop_trace, live + temporaries)
+                     for sub in eqn.subgraphs()]
+            during = live + (np.max(inner, axis=0) if inner else 0) + temporaries
             peak = np.maximum(peak, during)
             if trace is not None:
                 trace.append(int(during.sum()))
@@ -131,6 +135,16 @@ class _Liveness:
                 r = self.root(v)
                 if last_use.get(r, -1) <= i and r in owned:
                     live = live - owned.pop(r)
+        return peak
+
+
+    def _inner_peak(self, eqn, sub, loop_trace, around):
+        """A sub-graph's peak; the first loop body also fills `loop_trace` (once)."""
+        if loop_trace is None or loop_trace or eqn.op != "while" or sub is not eqn.params["body"]:
+            return self.peak(sub)
+        body = []
+        peak = self.peak(sub, body)
+        loop_trace.extend(int(around.sum()) + b for b in body)
         return peak
 
 
@@ -205,10 +219,10 @@ def plan_memory(graph, tile_map, compile_ipu_code=True):
     live = _Liveness(tile_map)
     categories = _always_live(graph, live)
     categories.update(_code(graph, live, compile_ipu_code))
-    trace = []
-    categories["temporaries"] = live.peak(graph, trace)
+    trace, loop_trace = [], []
+    categories["temporaries"] = live.peak(graph, trace, loop_trace)
     always = sum((categories[k] for k in ALWAYS_LIVE), np.zeros(live.n, np.int64))
-    return MemoryPlan(always, categories["temporaries"], categories, trace)
+    return MemoryPlan(always, categories["temporaries"], categories, trace, loop_trace)
 
 
 def engine_options(environ=None):
