@@ -49,9 +49,8 @@ class StepProgram:
     def __init__(self, model, step_fn, example_batch):
         start = time.perf_counter()
         cfg = ipu_config.get_active_config()
-        layer_names = {layer.name for layer in getattr(model, "_flatten_layers", lambda: [])()}
         traced = trace(step_fn, (tf.nest.map_structure(_device_leaf, example_batch),),
-                       layer_names=layer_names, outfeed_queues=ipu_outfeed_queue.registry())
+                       outfeed_queues=ipu_outfeed_queue.registry())
         graph, _, _ = counted_loop(traced.graph)
         self.target = cfg.target()
         name = f"{getattr(model, 'name', 'model')}_{getattr(step_fn, '__name__', 'step')}"

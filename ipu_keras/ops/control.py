@@ -63,8 +63,7 @@ def _restore_refs(inputs, dense_outputs):
 
 @tf_import("While", "StatelessWhile")
 def _import_while(node, b):
-    cond = node.function("cond", node.inputs)
-    body = node.function("body", node.inputs)
+    cond, body = node.loop("cond", "body", node.inputs)
     carry = _dense(node.inputs)
     if not carry:
         return list(node.inputs)

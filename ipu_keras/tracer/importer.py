@@ -6,9 +6,14 @@ effect needs are imported (TensorFlow prunes the same way), so dead shape
 arithmetic with dynamic shapes never reaches an importer. Each op goes through the
 importer registered for its type in `ipu_keras.ops`; the IR types it produces are
 checked against TensorFlow's own shape inference.
+
+Owns the walk, the binding of function inputs, and the compile-time facts of the
+values imported so far (`tracer.facts`: constants and uniform lists, propagated
+through TensorLists, calls, conditionals and while loops), which `Node.static`
+answers from, and from which `tracer.shapes` re-infers output shapes TensorFlow left
+unknown. The ops themselves are left to their importers in `ipu_keras.ops`.
 """
 import heapq
-import re
 
 import tensorflow as tf
 
@@ -18,52 +23,77 @@ from ipu_keras.ir.graph import Graph, Source, Value
 from ipu_keras.ir.types import DTYPES
 from ipu_keras.ops.builder import Builder
 from ipu_keras.ops.evaluate import fold_equation
+from ipu_keras.tracer import facts as _facts
+from ipu_keras.tracer.layers import LayerScopes
 from ipu_keras.tracer.node import Node, numpy_dtype, tensor_type
+from ipu_keras.tracer.shapes import infer_types
 from ipu_keras.tracer.state import StateRef
 
 # Stateful in TensorFlow's sense but free of effects we must keep.
 _PURE_STATEFUL = {"ReadVariableOp", "VarHandleOp", "NoOp", "Placeholder", "Const"}
-_SUFFIX = re.compile(r"(_\d+)+$")
 
 
 class GraphImporter:
-    """Shared state of one trace: resources, known layers, outfeed queues."""
+    """Shared state of one trace: resources, the layers ops belong to, outfeed queues."""
 
-    def __init__(self, state, layer_names=(), outfeed_queues=None):
+    def __init__(self, state, layers=None, outfeed_queues=None):
         self.state = state
-        self.layer_names = set(layer_names)
+        self.layers = layers or LayerScopes()
         self.outfeed_queues = outfeed_queues or {}
-        self._consts = {}
+        self.facts = _facts.Facts()
 
     # -- used by Node ------------------------------------------------------------
     def layer_of(self, node_name):
-        parts = node_name.split("/")[:-1]
-        for part in reversed(parts):
-            for candidate in (part, _SUFFIX.sub("", part)):
-                if candidate in self.layer_names:
-                    return candidate
-        return ""
+        return self.layers.layer_of(node_name)
 
     def static_value(self, tensor, value):
-        if isinstance(value, Value) and value.id in self._consts:
-            return self._consts[value.id]
-        return tf.get_static_value(tensor)
+        const = self.facts.const(value)
+        return const if const is not None else tf.get_static_value(tensor)
+
+    def infer_types(self, op, inputs):
+        """Output types of `op` that TensorFlow left unknown, from the facts of `inputs`."""
+        return infer_types(op, inputs, self.facts)
 
     def outfeed_queue(self, queue_id):
         return self.outfeed_queues[queue_id]
 
-    def import_function(self, fn_name, args, graph):
+    def import_function(self, fn_name, args, graph, assumed=None):
+        """Import function `fn_name` with its inputs bound to `args` (IR values or refs).
+
+        Its inputs satisfy the facts `assumed` (one per arg), by default the facts of
+        `args`, which hold for a function that runs once per call.
+        """
         fn_graph = _find_function(graph, fn_name)
+        if assumed is None:
+            assumed = [self.facts.of(a) for a in args]
         inputs, env = [], {}
-        for placeholder, arg in zip(fn_graph.inputs, args):
+        for placeholder, arg, fact in zip(fn_graph.inputs, args, assumed):
             if isinstance(arg, StateRef):
                 env[placeholder.ref()] = arg
             else:
                 value = Value(arg.type, placeholder.op.name)
+                self.facts.assume(value, fact)
                 inputs.append(value)
                 env[placeholder.ref()] = value
         outputs = [t for t in fn_graph.outputs if t.dtype != tf.resource]
         return self.import_graph(fn_graph, inputs, env, outputs)
+
+    def import_loop(self, cond_name, body_name, args, graph):
+        """Import a while loop's cond and body under its loop-invariant facts.
+
+        Returns `(initial facts of args, cond, body)`; see `tracer.facts.import_loop`.
+        """
+        initial = [self.facts.of(a) for a in args]
+        fn_graph = _find_function(graph, body_name)
+        start = [f._replace(const=None) if f.const is not None and _recurrent(fn_graph, i)
+                 else f for i, f in enumerate(initial)]
+        passed = [f if _passed_through(fn_graph, i) else _facts.UNKNOWN
+                  for i, f in enumerate(initial)]
+        assumed, body = _facts.import_loop(
+            self.facts, lambda facts: self.import_function(body_name, args, graph, facts),
+            args, start, passed)
+        cond = self.import_function(cond_name, args, graph, assumed)
+        return initial, cond, body
 
     # -- the walk -----------------------------------------------------------------
     def import_graph(self, tf_graph, inputs, env, outputs):
@@ -89,12 +119,13 @@ class GraphImporter:
         if results is None or isinstance(results, Value):
             results = [] if results is None else [results]
         results = list(results)
+        consts = self.facts.consts
         for eqn in b.equations[first:]:
-            folded = [eqn.params["value"]] if eqn.op == "const" else fold_equation(
-                eqn, self._consts)
+            folded = [eqn.params["value"]] if eqn.op == "const" else fold_equation(eqn, consts)
             for value, array in zip(eqn.outputs, folded or ()):
-                self._consts[value.id] = array
+                consts[value.id] = array
         _check_types(node, results)
+        self.facts.after_op(node, results)
         return results
 
 
@@ -105,6 +136,41 @@ def _find_function(graph, name):
             return fn.graph
         graph = getattr(graph, "outer_graph", None)
     raise CompilationError(f"The function '{name}' called by the traced graph was not found.")
+
+
+def _carry_source(fn_graph, i):
+    """The tensor a loop body computes carry `i` from, looking through Identity ops."""
+    source, tensor = fn_graph.inputs[i].op, fn_graph.outputs[i]
+    while tensor.op.type == "Identity" and tensor.op is not source:
+        tensor = tensor.op.inputs[0]
+    return tensor
+
+
+def _passed_through(fn_graph, i):
+    return _carry_source(fn_graph, i).op is fn_graph.inputs[i].op
+
+
+def _recurrent(fn_graph, i):
+    """Whether a loop body computes carry `i` from itself by more than identity.
+
+    A counter (`i + 1`) is: it is no loop-invariant constant whatever it starts as, so
+    the fixpoint need not import the body once more to find out.
+    """
+    source = fn_graph.inputs[i].op
+    tensor = _carry_source(fn_graph, i)
+    return tensor.op is not source and _depends_on(tensor, source)
+
+
+def _depends_on(tensor, source):
+    seen, stack = set(), [tensor.op]
+    while stack:
+        op = stack.pop()
+        if op is source:
+            return True
+        if op._id not in seen:
+            seen.add(op._id)
+            stack.extend(t.op for t in op.inputs)
+    return False
 
 
 def _lookup(env, tensor, consumer):

@@ -49,6 +49,8 @@ class Node:
         self.name = op.name
         self.inputs = inputs
         self._importer = importer
+        self.called = {}            # attr -> the IR graph imported for it
+        self.initial_facts = None   # of a while loop: the facts of its initial carries
 
     @property
     def layer(self):
@@ -58,10 +60,13 @@ class Node:
     def out_types(self):
         types = [tensor_type(t) for t in self.op.outputs]
         if any(t is None for t in types):
+            types = self._importer.infer_types(self.op, self.inputs)
+        if types is None:
             raise StaticShapeRequiredError(
                 f"The op '{self.name}' ({self.type}) needs a static output shape, expected "
                 f"fully defined shapes. Received: {[str(t.shape) for t in self.op.outputs]}. "
-                "Give the model a fixed batch size and input shape."
+                "Give the model a fixed batch size and input shape (or the loop variables "
+                "a fixed shape)."
             )
         return types
 
@@ -99,9 +104,24 @@ class Node:
         return self._importer.state.outfeed(queue, types)
 
     def function(self, attr, args):
-        """Import the function named by attribute `attr`, binding its inputs to `args`."""
+        """Import the function named by attribute `attr`, binding its inputs to `args`.
+
+        For a function run once per execution of the op (a call, a branch): what is
+        known of `args` at compile time is known of its inputs.
+        """
         fn_name = self.op.node_def.attr[attr].func.name
-        return self._importer.import_function(fn_name, args, self.op.graph)
+        self.called[attr] = self._importer.import_function(fn_name, args, self.op.graph)
+        return self.called[attr]
+
+    def loop(self, cond_attr, body_attr, args):
+        """Import a while loop's cond and body, binding their inputs to the carries `args`.
+
+        Their inputs are assumed only what holds on every iteration. Returns (cond, body).
+        """
+        names = [self.op.node_def.attr[a].func.name for a in (cond_attr, body_attr)]
+        self.initial_facts, cond, body = self._importer.import_loop(*names, args, self.op.graph)
+        self.called = {cond_attr: cond, body_attr: body}
+        return cond, body
 
     def _expect(self, ref, kind):
         if getattr(ref, "kind", None) != kind:

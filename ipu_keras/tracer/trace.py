@@ -14,7 +14,7 @@ from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.builder import Builder
 from ipu_keras.tracer.importer import GraphImporter
-from ipu_keras.tracer.layers import recording_layer_names
+from ipu_keras.tracer.layers import LayerScopes
 from ipu_keras.tracer.node import numpy_dtype
 from ipu_keras.tracer.state import StateRef, StateTable
 
@@ -69,18 +69,19 @@ def make_tf_function(fn, args, kwargs):
     return tf.function(step, autograph=True), specs, dense
 
 
-def trace(fn, args=(), kwargs=None, layer_names=(), outfeed_queues=None):
+def trace(fn, args=(), kwargs=None, outfeed_queues=None):
     """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
-    with recording_layer_names(set(layer_names)) as called:
+    layers = LayerScopes()
+    with layers.recording():
         concrete = tf_fn.get_concrete_function(*specs)
-    return import_concrete(concrete, len(specs), called, outfeed_queues)
+    return import_concrete(concrete, len(specs), layers, outfeed_queues)
 
 
-def import_concrete(concrete, num_args, layer_names=(), outfeed_queues=None):
+def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):
     graph = concrete.graph
     state = StateTable()
-    importer = GraphImporter(state, layer_names, outfeed_queues)
+    importer = GraphImporter(state, layers, outfeed_queues)
     inputs, env = [], {}
     for placeholder in graph.inputs[:num_args]:
         value = Value(TensorType(tuple(placeholder.shape), numpy_dtype(placeholder.dtype)),

@@ -1,8 +1,8 @@
 """The 'lists' op family against TensorFlow: TensorArrays in while loops and Keras RNNs.
 
-RNN gradients (`test_rnn_gradients`) are expected to fail until the tracer imports
-ops in data-dependency order: while-loop gradients add accumulator inputs to the
-forward While op after it was created, so creation order is not topological.
+RNN gradients (`test_rnn_gradients`) take the gradient loop's list shapes from
+forward-loop accumulators of constants, which the tracer's facts make static
+(`ipu_keras.tracer.facts`; more cases in tests/tracer).
 """
 import keras
 import numpy as np
@@ -99,10 +99,6 @@ def test_rnn_forward(kind):
     np.testing.assert_allclose(got, np.asarray(layer(X)), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 4: the gradient loop's TensorListReserve takes its element shape and length "
-    "popped from forward-loop accumulators; the tracer does not yet propagate 'list of one "
-    "constant' facts through While bodies, so they are not known at compile time"))
 @pytest.mark.parametrize("kind", RNNS)
 def test_rnn_gradients(kind):
     layer = _layer(kind)

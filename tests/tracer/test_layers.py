@@ -1,0 +1,51 @@
+"""Each traced equation names the Keras layer whose call created it (or its gradient)."""
+import numpy as np
+import keras
+import pytest
+import tensorflow as tf
+
+from ipu_keras.errors import UnsupportedOpError
+from ipu_keras.tracer import trace
+
+
+def _layers_by_op(graph, ops):
+    found = {}
+    for eqn in graph.walk():
+        if eqn.op in ops:
+            found.setdefault((eqn.op, eqn.outputs[0].type.shape), eqn.source.layer)
+    return found
+
+
+def test_layers_whose_scopes_collide_are_told_apart():
+    # Inside the trace layer `conv2d` runs under scope `conv2d_1`, the other layer's name.
+    model = keras.Sequential([
+        keras.Input((12, 12, 1)), keras.layers.Conv2D(4, 3, activation="relu"),
+        keras.layers.MaxPooling2D(), keras.layers.Conv2D(6, 3), keras.layers.Flatten(),
+        keras.layers.Dense(3),
+    ])
+    model.compile("sgd", "mse")
+    data = (np.zeros((2, 12, 12, 1), np.float32), np.zeros((2, 3), np.float32))
+    found = _layers_by_op(trace(model.train_step, (data,)).graph,
+                          {"conv", "bias_add_grad", "conv_filter_grad", "max_pool_grad"})
+    first, second = model.layers[0].name, model.layers[2].name
+    assert found[("conv", (2, 10, 10, 4))] == first
+    assert found[("conv", (2, 3, 3, 6))] == second
+    assert found[("bias_add_grad", (4,))] == first  # a gradient op, created outside the call
+    assert found[("conv_filter_grad", (3, 3, 4, 6))] == second
+    assert found[("max_pool_grad", (2, 10, 10, 4))] == model.layers[1].name
+
+
+def test_unsupported_op_in_a_weightless_layer_is_named():
+    class Spectrum(keras.layers.Layer):
+        def call(self, x):
+            return tf.math.real(tf.signal.fft(tf.cast(x, tf.complex64)))
+
+    layer = Spectrum(name="spectrum")
+    with pytest.raises(UnsupportedOpError) as info:
+        trace(lambda x: layer(x), (np.ones((2, 8), np.float32),))
+    assert info.value.layer == "spectrum"
+
+
+def test_plain_tensorflow_ops_belong_to_no_layer():
+    graph = trace(lambda x: tf.nn.relu(x) * 2.0, (np.ones(3, np.float32),)).graph
+    assert all(eqn.source.layer == "" for eqn in graph.walk())
