@@ -20,7 +20,12 @@ the lowering):
 A disagreement raises `StrictModeMismatch` naming the op, its source and the tile.
 The received bytes are compared with what the cost model charged the step (busiest
 tile): `report()` lists both per step, and which steps ran a rule that is not
-tile-local ("fallback": every tile needs every operand element).
+tile-local ("fallback": every tile needs every operand element). Two steps may also
+receive partial results instead of operand elements: a reduction (each tile holding
+inputs of an owned element reduces them first) and a matmul whose plan splits the
+contracted axis over `k` tiles (the executable says so): a tile then receives its
+chunk's operand rows and columns for its depth slice only, and `k - 1` partials per
+element it owns. `StepReport.measured` is the least of these ways.
 
 Kernels run over whole-shaped buffers (only the kept slice is trusted), so numpy takes
 the same code paths as in the vectorised run. The mode costs two kernel runs per tile
@@ -57,17 +62,22 @@ class StepReport:
     received: int = 0             # most bytes a tile had to receive (largest run)
     modelled: int = 0             # bytes the cost model charged the busiest tile
     partials: int = -1            # reductions: most partial-result bytes a tile receives
+    k_split: int = -1             # matmuls splitting k: most bytes a tile receives so
 
     @property
     def tile_local(self):
         return self.rule not in ("fallback", "skipped", "")
 
     @property
+    def measured(self):
+        """Most bytes a tile had to receive, the cheapest way (see the module docstring)."""
+        ways = [w for w in (self.received, self.partials, self.k_split) if w >= 0]
+        return min(ways)
+
+    @property
     def excess(self):
-        """Bytes received beyond the cost model's charge (0 if within it). A reduction
-        may receive partial results instead of elements, whichever is fewer."""
-        received = self.received if self.partials < 0 else min(self.received, self.partials)
-        return max(0, received - self.modelled)
+        """Bytes received beyond the cost model's charge (0 if within it)."""
+        return max(0, self.measured - self.modelled)
 
 
 def mapping_bounds(mapping, size, num_tiles):
@@ -113,12 +123,14 @@ class StrictEngine(Engine):
     def format_report(self):
         """The report as a text table."""
         lines = [f"{'block':>5} {'step':>4}  {'op':<20} {'rule':<11} {'runs':>5} "
-                 f"{'tiles':>5} {'received':>9} {'partials':>9} {'modelled':>9}  source"]
+                 f"{'tiles':>5} {'received':>9} {'partials':>9} {'k_split':>9} "
+                 f"{'measured':>9} {'modelled':>9}  source"]
         for r in self.report():
             partials = r.partials if r.partials >= 0 else "-"
+            k_split = r.k_split if r.k_split >= 0 else "-"
             lines.append(f"{r.block:>5} {r.step:>4}  {r.op:<20} {r.rule:<11} {r.runs:>5} "
-                         f"{r.tiles:>5} {r.received:>9} {partials:>9} {r.modelled:>9}  "
-                         f"{r.source}")
+                         f"{r.tiles:>5} {r.received:>9} {partials:>9} {k_split:>9} "
+                         f"{r.measured:>9} {r.modelled:>9}  {r.source}")
         return "\n".join(lines)
 
     def _build_block(self, index):
@@ -128,17 +140,17 @@ class StrictEngine(Engine):
         return super()._build_block(index)
 
     def _build_step(self, step):
-        position, (modelled, source) = next(self._facts)
-        self._position = (self._block, position, modelled, source)
+        position, (modelled, source, *extra) = next(self._facts)
+        self._position = (self._block, position, modelled, source, extra[0] if extra else {})
         return super()._build_step(step)
 
     def _step_exec(self, op, ins, outs, params):
         vectorised = super()._step_exec(op, ins, outs, params)
-        block, position, modelled, source = self._position
+        block, position, modelled, source, split = self._position
         report = StepReport(block, position, op, source, modelled=int(modelled))
         self.steps.append(report)
         check = _TileCheck(op, params, report, [self.mappings.get(s) for s in ins],
-                           [self.mappings.get(s) for s in outs], self.num_tiles)
+                           [self.mappings.get(s) for s in outs], self.num_tiles, split)
 
         def run(env):
             vectorised(env)
@@ -149,8 +161,9 @@ class StrictEngine(Engine):
 class _TileCheck:
     """Replays one exec step tile by tile and compares (see the module docstring)."""
 
-    def __init__(self, op, params, report, in_maps, out_maps, num_tiles):
+    def __init__(self, op, params, report, in_maps, out_maps, num_tiles, split=None):
         self.kernel = get_op(op).kernel
+        self.split = split or {}
         self.reduces = get_op(op).mapping == "reduce"
         self.op, self.params, self.report = op, params, report
         self.in_maps, self.out_maps, self.num_tiles = in_maps, out_maps, num_tiles
@@ -172,6 +185,7 @@ class _TileCheck:
         assembled = [np.empty_like(f) for f in flat]
         received, busy = np.zeros(self.num_tiles, np.int64), 0
         partials = np.zeros(self.num_tiles, np.int64) if self.reduces else None
+        k_split = np.zeros(self.num_tiles, np.int64) if self._splits_k() else None
         for t in range(self.num_tiles):
             ranges = [(int(lo[t]), int(hi[t])) for lo, hi in owned]
             if all(lo == hi for lo, hi in ranges):
@@ -181,6 +195,8 @@ class _TileCheck:
             received[t] = self._received(args, masks, t)
             if partials is not None:
                 partials[t] = self._partials(args, out_shapes, ranges, t)
+            if k_split is not None:
+                k_split[t] = self._k_split(args, out_shapes, t)
             self._compute(t, args, masks, ranges, flat, assembled)
         for j, (a, f) in enumerate(zip(assembled, flat)):
             if not _same_bits(a, f):
@@ -191,6 +207,8 @@ class _TileCheck:
         report.received = max(report.received, int(received.max(initial=0)))
         if partials is not None:
             report.partials = max(report.partials, int(partials.max(initial=0)))
+        if k_split is not None:
+            report.k_split = max(report.k_split, int(k_split.max(initial=0)))
 
     def _owned(self, j, size):
         """Per tile, the flat range of output `j` it owns; checks they tile the output."""
@@ -260,6 +278,33 @@ class _TileCheck:
                     tiles.update(np.unique(holder[mask.reshape(-1)]).tolist())
                 total += len(tiles - {t}) * PARTIAL_BYTES
         return total
+
+    def _splits_k(self):
+        return (self.report.rule == "matmul" and self.split.get("k_split", 1) > 1
+                and self.out_maps[0] is not None)
+
+    def _k_split(self, args, out_shapes, t):
+        """Bytes tile `t` receives when the plan splits k: the operand rows and columns
+        of its chunk (the `k` tiles' owned ranges together) for its depth slice, less
+        what it holds, then `k - 1` partials per owned element from the other slices."""
+        k, start, _, per_tile = self.split["k_split"], *self.out_maps[0]
+        size = int(np.prod(out_shapes[0], dtype=np.int64))
+        i = (t - start) % self.num_tiles
+        lo, hi = (i // k) * k * per_tile, min(size, (i // k + 1) * k * per_tile)
+        coords = np.unravel_index(np.arange(lo, hi), out_shapes[0])
+        masks = tile_rules.needed_masks("matmul", self.op, args, out_shapes, self.params, 0,
+                                        coords)
+        axes = tile_rules.contracted_axes(self.params, [a.ndim for a in args])
+        depth = args[0].shape[axes[0]]
+        step = -(-depth // k)
+        slices = -(-depth // step)
+        for mask, axis in zip(masks, axes):
+            keep = np.zeros(mask.shape[axis], bool)
+            keep[(i % k) * step:(i % k + 1) * step] = True
+            mask &= keep.reshape([-1 if a == axis else 1 for a in range(mask.ndim)])
+        owned = max(0, min(size, (i + 1) * per_tile) - i * per_tile)
+        return (self._received(args, masks, t)
+                + owned * (slices - 1) * self.split.get("partial_bytes", PARTIAL_BYTES))
 
     def _compute(self, t, args, masks, ranges, flat, assembled):
         """Tile `t` runs the kernel on what it holds, under both poisons."""

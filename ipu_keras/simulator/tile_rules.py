@@ -181,6 +181,13 @@ def _matmul(op, shapes, out, params):
             for s, last in zip(shapes, (rows, cols))]
 
 
+def contracted_axes(params, ranks):
+    """A matmul's contracted axis in each operand (A, B), from its transposes."""
+    a, b = ranks
+    return (a - 2 if params.get("transpose_a") else a - 1,
+            b - 1 if params.get("transpose_b") else b - 2)
+
+
 def _conv(op, shapes, out, params):
     first, second = shapes
     rank = len(out)

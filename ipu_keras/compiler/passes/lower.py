@@ -6,14 +6,16 @@ plans of matmuls, convolutions and gathers) and the target, and summed per block
 compute on the slowest tile (`simulator/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
-copies. Reductions take two supersteps when their partials span tiles; planned ops
-take their plan's supersteps. Each block also keeps a `profile` for reports: one row
-per costed or control-flow step (op, Keras layer, its cycles, its sub-blocks); the
+copies. Reductions take one superstep to reduce in place and one per stage of their
+reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
+block also keeps a `profile` for reports: one row per costed or control-flow step
+(op, Keras layer, its cycles, its sub-blocks); the
 engine does not read it. And it keeps `tiles`, what the strict tile mode
 (`simulator/strict.py`) checks: `slots`, `[slot, start, tiles, per_tile]` for every
 value the block defines; `steps`, per step `[bytes the busiest tile receives as the
-cost model charges it, source]`; block 0 adds `variables`, `[var, start, tiles,
-per_tile]` per variable.
+cost model charges it, source]`, plus for a matmul plan that splits k `{"k_split": k,
+"partial_bytes": b}` (the strict mode measures such a step as the plan runs it);
+block 0 adds `variables`, `[var, start, tiles, per_tile]` per variable.
 """
 import math
 
@@ -69,6 +71,9 @@ class _Lowering:
                     0 if eqn.op in ("while", "if") else
                     traffic.received_bytes(eqn, self.map).max(initial=0))
                 steps.append([int(received), str(eqn.source)])
+                if getattr(plan, "kind", "") == "matmul" and plan.k_split > 1:
+                    steps[-1].append({"k_split": plan.k_split,
+                                      "partial_bytes": plan.partial_bytes})
         mapped = [(v, self.map.values.get(v.id)) for v in values]
         return {"slots": [[self.slot(v), m.start, m.tiles, m.per_tile] for v, m in mapped if m],
                 "steps": steps}
@@ -115,40 +120,58 @@ class _Lowering:
             external = self._spans_ipus(plan.start, plan.tiles)
             return [plan.compute, plan.exchange,
                     plan.supersteps * cost_model.sync_cycles(target, external), 0]
+        if get_op(eqn.op).mapping == "reduce" and eqn.op not in traffic.ROW_OPS:
+            return self._reduction(eqn)
         received = traffic.received_bytes(eqn, self.map)
         exchange = cost_model.exchange_cycles(int(received.max(initial=0)), target)
-        compute, supersteps, mapping = self._compute(eqn)
-        if not supersteps and (compute or exchange):
-            supersteps = 1
+        compute, mapping = self._compute(eqn)
+        supersteps = 1 if compute or exchange else 0
         external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
 
+    def _reduction(self, eqn):
+        """Reduce where the input lies (one superstep), then one superstep per stage of
+        the reduction tree (`reduction.py`)."""
+        target = self.target
+        opdef = get_op(eqn.op)
+        work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                          **eqn.params)
+        if work.kind == "none":
+            return [0, 0, 0, 0]
+        local = int(traffic.input_elements(eqn.inputs[0], self.map).max(initial=0))
+        compute = cost_model.vector_cycles(local, eqn.inputs[0].type.dtype, target)
+        stages, _ = traffic.reduction_tree(eqn, self.map)
+        dtype = traffic.partial_dtype(eqn)
+        exchange = 0
+        for stage in stages:
+            exchange += cost_model.exchange_cycles(stage.received, target)
+            if stage.fan_in > 1:
+                compute += cost_model.vector_cycles(stage.adds, dtype, target)
+        mapping = self.map.values.get(eqn.outputs[0].id)
+        source = self.map.values.get(eqn.inputs[0].id) or mapping
+        external = self._spans_ipus(source.start, source.tiles) if source else False
+        supersteps = (1 if compute else 0) + len(stages)
+        return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
+
     def _compute(self, eqn):
-        """(compute cycles on the slowest tile, supersteps, mapping of the work)."""
+        """(compute cycles on the slowest tile, mapping of the work)."""
         target, n = self.target, self.map.num_tiles
         opdef = get_op(eqn.op)
         work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
                           **eqn.params)
         dtype = (eqn.inputs or eqn.outputs)[0].type.dtype
         if eqn.op == "write_var":
-            anchor, mapping = eqn.inputs[0], self.map.variables[eqn.params["var"]]
+            anchors = [(eqn.inputs[0], self.map.variables[eqn.params["var"]])]
         else:
-            anchor = eqn.outputs[0]
-            mapping = self.map.values.get(anchor.id)
-        if opdef.mapping == "reduce" and work.kind != "none":
-            # Reduce where the input lies, then combine the partials on the output's tiles.
-            local = int(traffic.input_elements(eqn.inputs[0], self.map).max(initial=0))
-            partials, out_elements = traffic.reduction_partials(eqn, self.map)
-            compute = cost_model.vector_cycles(local, dtype, target)
-            if partials > 1:
-                compute += cost_model.vector_cycles(
-                    int(out_elements.max(initial=0)) * partials, dtype, target)
-            return compute, 2 if partials > 1 else 1, mapping
-        if mapping is None or not anchor.type.size:
-            return 0, 0, mapping
-        busiest = int(mapping.elements(anchor.type.size, n).max(initial=0))
-        units = math.ceil(work.amount * busiest / anchor.type.size)
-        return cost_model.compute_cycles(work.kind, units, dtype, target), 0, mapping
+            anchors = [(v, self.map.values.get(v.id)) for v in eqn.outputs]
+        anchors = [(v, m) for v, m in anchors if m is not None and v.type.size]
+        if not anchors:
+            return 0, None
+        # Work in proportion to the output elements a tile owns (of its busiest output).
+        busiest = max(int(m.elements(v.type.size, n).max(initial=0)) * work.amount
+                      / v.type.size for v, m in anchors)
+        units = math.ceil(busiest)
+        return cost_model.compute_cycles(work.kind, units, dtype, target), anchors[0][1]
 
     def _spans_ipus(self, start, tiles):
         per_ipu = self.map.tiles_per_ipu or self.map.num_tiles

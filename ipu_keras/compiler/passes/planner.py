@@ -4,11 +4,14 @@ A matmul-shaped op (`matmul`, `conv`, `conv_input_grad`, `conv_filter_grad`, or 
 registered with mapping "matmul") is described as a `Problem`: `groups` independent
 products of an `m x k` by a `k x n` matrix (batch for matmuls, conv groups for
 convolutions; for a convolution `m` is the field, batch x output positions, `k` is
-kernel volume x input channels and `n` the output channels). A candidate `Plan`
-splits groups, m, k and n over tiles; each tile receives its blocks of both operands
+kernel volume x input channels and `n` the output channels). A candidate `Plan` cuts
+the product's output, in flat order, into chunks (see "candidates" below) and splits
+k: each tile receives the operand rows and columns of its chunk for its slice of k
 (the operand copies), multiplies them on the AMP into partials, and when k is split
-the partials are exchanged and reduced in a second superstep. A plan may also split
-the output columns into serial passes that reuse the same temporaries (Poplar's
+the partials are exchanged and reduced in a second superstep, after which each tile
+owns a contiguous `per_tile` range of the output: the output's linear mapping IS the
+plan's partition, so what a tile is charged is what its output range needs. A plan may
+also split a chunk's columns into serial passes that reuse the same temporaries (Poplar's
 serial splits): less memory, more cycles. For every candidate we
 compute, from the target only:
 
@@ -103,6 +106,12 @@ class Problem:
     b_scale: float = 1.0
     a_grouped: bool = True
     b_grouped: bool = True
+    grouped_cols: bool = False    # convolutions: groups lie in the output's channel axis
+
+    @property
+    def out_size(self):
+        """Elements of the product's output matrix."""
+        return self.groups * self.m * self.n
 
     @property
     def macs(self):
@@ -114,7 +123,7 @@ class Plan:
     """One partition of a `Problem` over tiles, with its per-tile cost."""
 
     kind: str                 # "matmul" or "conv"
-    splits: tuple             # (groups, m, k, n, serial) split counts
+    splits: tuple             # (output elements per chunk, k split, serial passes)
     tiles: int                # tiles used
     temp_bytes: int           # temporary bytes per used tile
     receive_bytes: int        # bytes each used tile receives (all phases)
@@ -125,6 +134,12 @@ class Plan:
     fits: bool
     vertex_types: tuple = ("amp",)
     start: int = 0            # first tile, set when the plan is placed
+    per_tile: int = 0         # product output elements each tile owns in the end
+    partial_bytes: int = 4    # bytes of one partial sum
+
+    @property
+    def k_split(self):
+        return self.splits[1]
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -192,22 +207,32 @@ def _conv_problem(op, ins, out, p):
         groups = x.shape[-1] // cg
         m, k, n = out.size // o, math.prod(w.shape[:-1]), o // groups
         return Problem(groups, m, k, n, x.dtype, out.itemsize,
-                       a_scale=min(1.0, x.size / (groups * m * k)))
+                       a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
     if op == "conv_input_grad":
         w, dy = ins
         cg, o = w.shape[-2:]
         groups = out.shape[-1] // cg
         m, k, n = dy.size // o, o // groups, math.prod(w.shape[:-1])
-        return Problem(groups, m, k, n, dy.dtype, out.itemsize)
+        return Problem(groups, m, k, n, dy.dtype, out.itemsize, grouped_cols=True)
     x, dy = ins
     cg, o = out.shape[-2:]
     groups = x.shape[-1] // cg
     m, k, n = math.prod(out.shape[:-1]), dy.size // o, o // groups
     return Problem(groups, m, k, n, x.dtype, out.itemsize,
-                   a_scale=min(1.0, x.size / (groups * m * k)))
+                   a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
 
 
 # -- candidates ---------------------------------------------------------------------------
+#
+# The product's output is a row-major [rows, cols] matrix: [groups * m, n] for matmuls
+# (groups outermost), [m, groups * n] for convolutions (groups in the channel axis). A
+# plan cuts it, in flat order, into chunks of `chunk` consecutive elements; each chunk is
+# computed by `k` tiles, one per slice of the contracted axis, and then reduced so that
+# each of those tiles owns `per_tile = ceil(chunk / k)` consecutive elements. The output
+# mapping is therefore the plain linear `Mapping(start, ceil(size / per_tile), per_tile)`
+# and every tile's operands follow from its chunk: the rows and columns the chunk
+# touches (`_touched`), whole for the tile's depth slice. `serial` passes split a
+# chunk's columns to reuse the same temporaries.
 
 
 def _split_values(size, tiles):
@@ -224,52 +249,109 @@ def _split_values(size, tiles):
     return np.array(sorted(values), np.int64)
 
 
+def _layout(problem):
+    """(rows, cols, rows per group, cols per group) of the product's output matrix."""
+    g, m, n = problem.groups, problem.m, problem.n
+    if problem.grouped_cols:
+        return m, g * n, m, n
+    return g * m, n, m, n
+
+
+def _chunks(problem, tiles):
+    """Candidate chunk sizes: whole-row blocks and pieces of a row."""
+    rows, cols, _, _ = _layout(problem)
+    row_blocks = _ceil(rows, _split_values(rows, tiles)) * cols
+    pieces = _ceil(cols, _split_values(cols, tiles))
+    return np.unique(np.concatenate([row_blocks, pieces]))
+
+
 def _candidates(problem, tiles):
-    """Arrays of (groups, m, k, n, serial) splits with at most `tiles` tiles used."""
+    """Arrays of (chunk, k, serial) with at most `tiles` tiles used."""
+    rows, cols, _, _ = _layout(problem)
     serial = [s for s in (1 << i for i in range(MAX_SERIAL_SPLITS.bit_length()))
-              if s <= max(1, problem.n)]
-    grids = np.meshgrid(*(_split_values(d, tiles) for d in (
-        problem.groups, problem.m, problem.k, problem.n)), np.array(serial), indexing="ij")
-    sg, sm, sk, sn, ss = (g.ravel() for g in grids)
-    keep = (sg * sm * sk * sn <= tiles) & (sn * ss <= max(1, problem.n))
-    return sg[keep], sm[keep], sk[keep], sn[keep], ss[keep]
+              if s <= max(1, cols)]
+    grids = np.meshgrid(_chunks(problem, tiles), _split_values(problem.k, tiles),
+                        np.array(serial), indexing="ij")
+    chunk, sk, ss = (g.ravel() for g in grids)
+    used = _ceil(rows * cols, chunk) * sk
+    keep = (used <= tiles) & (ss <= np.minimum(chunk, cols))
+    return chunk[keep], sk[keep], ss[keep]
 
 
 def _ceil(a, b):
     return -(-a // b)
 
 
+def _touched(problem, chunk):
+    """Most (rows, cols, groups) of the output matrix one chunk touches. Chunks start at
+    multiples of `chunk`, so their offset in a row is a multiple of gcd(chunk, cols)."""
+    rows, cols, m, n = _layout(problem)
+    offset = cols - np.gcd(chunk, cols)
+    rt = np.minimum(rows, _ceil(offset + chunk, cols))
+    ct = np.minimum(chunk, cols)
+    if problem.grouped_cols:
+        start = n - np.gcd(chunk, n)
+        gt = np.where(chunk >= cols, problem.groups, _ceil(start + ct, n))
+    else:
+        gt = _ceil(m - np.gcd(np.maximum(1, chunk // cols), m) + rt, m)
+    return rt, ct, np.minimum(problem.groups, np.maximum(1, gt))
+
+
+def _operand_elements(problem, chunk, depth, ss):
+    """Elements of A (once) and of B (per serial pass) one tile needs."""
+    rt, ct, gt = _touched(problem, chunk)
+    if problem.grouped_cols:
+        a = rt * gt * depth                                  # field rows x their groups
+        b = _ceil(ct, ss) * depth
+    else:
+        a = (rt if problem.a_grouped else np.minimum(rt, problem.m)) * depth
+        b = (gt if problem.b_grouped else 1) * depth * _ceil(ct, ss)
+    return (np.ceil(a * problem.a_scale).astype(np.int64),
+            np.ceil(b * problem.b_scale).astype(np.int64))
+
+
+def partial_bytes(problem, options):
+    """Bytes of one partial sum: 2 for half partials of float16 inputs, else 4."""
+    half = options.partials_type == "half" and problem.dtype == "float16"
+    return 2 if half else 4
+
+
 def _evaluate(problem, options, target, tiles):
     """Arrays over candidates: (splits, used tiles, temporaries, receive, cycle parts)."""
-    sg, sm, sk, sn, ss = _candidates(problem, tiles)
-    g, rows = _ceil(problem.groups, sg), _ceil(problem.m, sm)
-    depth, cols = _ceil(problem.k, sk), _ceil(problem.n, sn * ss)
-    item = np.dtype(problem.dtype).itemsize
-    half = options.partials_type == "half" and problem.dtype == "float16"
-    pbytes = 2 if half else 4
-    a_groups = g if problem.a_grouped else 1
-    b_groups = g if problem.b_grouped else 1
-    a_bytes = np.ceil(a_groups * rows * depth * problem.a_scale).astype(np.int64) * item
-    b_bytes = np.ceil(b_groups * depth * cols * problem.b_scale).astype(np.int64) * item
-    used = sg * sm * sk * sn
+    chunk, sk, ss = _candidates(problem, tiles)
+    rows, cols, _, _ = _layout(problem)
+    depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
+    pbytes = partial_bytes(problem, options)
+    a_el, b_el = _operand_elements(problem, chunk, depth, ss)
+    a_bytes, b_bytes = a_el * item, b_el * item
+    used = _ceil(rows * cols, chunk) * sk
     reduce = sk > 1
-    partials = np.where(reduce | (pbytes != problem.out_itemsize), g * rows * cols * pbytes, 0)
-    owned = _ceil(problem.groups * problem.m * problem.n, used * ss)
+    per_pass = _ceil(chunk, ss)
+    partials = np.where(reduce | (pbytes != problem.out_itemsize), per_pass * pbytes, 0)
+    owned = _ceil(chunk, sk)
     recv_partials = np.where(reduce, owned * (sk - 1) * pbytes, 0)
-    temp = np.maximum(a_bytes + b_bytes + partials, partials + recv_partials)
+    temp = np.maximum(a_bytes + b_bytes + partials, partials + _ceil(recv_partials, ss))
     rate = cost_model.amp_rate(problem.dtype, options.partials_type, target)
-    per_pass = cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(g * rows * cols * depth, rate)
-    per_pass = per_pass + np.where(reduce, cost_model.vector_cycles(
-        owned * (sk - 1), "float16" if half else "float32", target), 0)
-    reduce_exchange = np.where(reduce, cost_model.exchange_cycles(recv_partials, target), 0)
-    # The A block arrives with the first pass; each serial pass brings its own B block.
-    exchange = (cost_model.exchange_cycles(a_bytes + b_bytes, target)
-                + (ss - 1) * cost_model.exchange_cycles(b_bytes, target) + ss * reduce_exchange)
+    pass_cycles = cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(per_pass * depth, rate)
+    pass_cycles = pass_cycles + np.where(reduce, cost_model.vector_cycles(
+        _ceil(owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
+    exchange = plan_exchange_cycles(a_bytes + ss * b_bytes, recv_partials, ss, target)
     supersteps = ss * np.where(reduce, 2, 1)
-    compute = ss * per_pass
+    compute = ss * pass_cycles
     cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
-    return (sg, sm, sk, sn, ss), used, temp, a_bytes + b_bytes + recv_partials, compute, \
+    return (chunk, sk, ss), used, temp, a_bytes + ss * b_bytes + recv_partials, compute, \
         exchange, supersteps, cycles, reduce
+
+
+def plan_exchange_cycles(operand_bytes, partial_bytes_, serial, target):
+    """Exchange cycles of a plan whose busiest tile receives `operand_bytes` over
+    `serial` passes (one exchange phase each) and `partial_bytes_` of partials (one
+    more phase per pass when k is split)."""
+    rate = target.exchange_bytes_per_cycle
+    latency = cost_model.EXCHANGE_LATENCY_CYCLES
+    operands = np.where(operand_bytes > 0, serial * latency + _ceil(operand_bytes, rate), 0)
+    partials = np.where(partial_bytes_ > 0, serial * latency + _ceil(partial_bytes_, rate), 0)
+    return operands + partials
 
 
 def choose_plan(problem, options, target, kind="matmul", where="matmul"):
@@ -303,7 +385,9 @@ def _choose_cached(problem, options, target, kind):
                 int(temp[index]), int(receive[index]), int(compute[index]),
                 int(exchange[index]), int(steps[index]), int(cycles[index]),
                 bool(fits[index]),
-                ("amp", "reduce_partials") if reduce[index] else ("amp",))
+                ("amp", "reduce_partials") if reduce[index] else ("amp",),
+                per_tile=int(_ceil(splits[0][index], splits[1][index])),
+                partial_bytes=partial_bytes(problem, options))
     return plan, warning
 
 

@@ -7,8 +7,9 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
 * "elementwise": the output keeps the mapping of an operand of its shape, so the op
   needs no exchange for it;
 * "matmul" (matmuls, convolutions): the planner (`planner.py`) chooses a partition
-  for the target and the `poplar_options`; the output is spread over the plan's
-  tiles. Gathers get a `GatherPlan` next to their table;
+  for the target and the `poplar_options`; the output is laid out as the plan
+  partitions it (contiguous chunks of the plan's `per_tile`, tile by tile from its
+  first tile). Gathers get a `GatherPlan` next to their table;
 * "reduce": the output is mapped linearly (reductions map their outputs; the inputs
   stay where they are and are reduced in place first);
 * views (ops with no work whose output has the input's bytes: `reshape`, `bitcast`)
@@ -69,6 +70,7 @@ class TileMap:
     plans: dict = dataclasses.field(default_factory=dict)    # output value id -> plan
     aliases: dict = dataclasses.field(default_factory=dict)  # view value id -> source id
     tiles_per_ipu: int = 0
+    target: object = None     # the `Target` mapped onto (its rates choose reduction trees)
 
     def plan_of(self, eqn):
         return self.plans.get(eqn.outputs[0].id) if eqn.outputs else None
@@ -144,8 +146,13 @@ class _Planner:
         kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
         plan = planner.choose_plan(planner.problem_of(eqn), options, self.target, kind,
                                    where=f"{eqn.op} {out.type} from {eqn.source}")
-        mapping = self.linear(out.type, tiles=plan.tiles)
-        self.plans[out.id] = dataclasses.replace(plan, start=mapping.start)
+        start = self.next_tile
+        # The output follows the plan: tile i owns product elements [i*q, (i+1)*q).
+        chunks = math.ceil(planner.problem_of(eqn).out_size / plan.per_tile)
+        mapping = Mapping(start, min(chunks, self.num_tiles),
+                          max(1, math.ceil(out.type.size / chunks)))
+        self.next_tile = (start + plan.tiles) % self.num_tiles
+        self.plans[out.id] = dataclasses.replace(plan, start=start)
         return mapping
 
     def _gather(self, eqn, out):
@@ -170,4 +177,4 @@ def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
         planner_.values[value.id] = planner_.linear(value.type)
     planner_.graph(graph, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
-                   planner_.aliases, target.tiles_per_ipu)
+                   planner_.aliases, target.tiles_per_ipu, target)
