@@ -1,21 +1,28 @@
-"""`python -m ipu_keras.conformance [NAME_FILTER]`: the catalogue's conformance table."""
+"""`python -m ipu_keras.conformance [-j WORKERS] [NAME_FILTER]`: the conformance table.
+
+Runs every catalogue item whose name contains NAME_FILTER (case-insensitive), in
+WORKERS processes (default 1), and prints one line per item and a summary.
+"""
+import argparse
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from ipu_keras.conformance.catalogue import catalogue  # noqa: E402
-from ipu_keras.conformance.runner import run_item  # noqa: E402
+from ipu_keras.conformance.runner import run_items  # noqa: E402
 
 
 def main(argv):
-    wanted = argv[0].lower() if argv else ""
-    items = [i for i in catalogue() if wanted in i.name.lower()]
+    parser = argparse.ArgumentParser(prog="python -m ipu_keras.conformance")
+    parser.add_argument("filter", nargs="?", default="")
+    parser.add_argument("-j", "--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    items = [i for i in catalogue() if args.filter.lower() in i.name.lower()]
     results = []
-    for item in items:
-        result = run_item(item)
+    for _, result in run_items(items, args.workers):
         results.append(result)
-        print(f"{result.group:26s} {result.name:40s} {result.status:12s} {result.detail}",
+        print(f"{result.group:24s} {result.name:52s} {result.status:12s} {result.detail}",
               flush=True)
     matching = sum(r.status == "ok" for r in results)
     print(f"{matching}/{len(results)} catalogue items match TensorFlow")

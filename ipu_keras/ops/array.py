@@ -22,7 +22,7 @@ TF_TYPES = (
     "SplitV", "Tile", "BroadcastTo", "Fill", "Range", "Shape", "ShapeN", "Size", "Rank",
     "BroadcastGradientArgs", "Pad", "PadV2", "MirrorPad", "ReverseV2", "StopGradient",
     "Snapshot", "PreventGradient", "EnsureShape", "CheckNumerics", "InvertPermutation",
-    "Bitcast", "Cumsum", "ConcatOffset",
+    "Bitcast", "Cumsum", "ConcatOffset", "Empty",
 )
 
 IR_OPS = ("reshape", "transpose", "concat", "split", "tile", "broadcast_to", "pad", "reverse",
@@ -330,6 +330,12 @@ def _import_broadcast_to(node, b):
 @tf_import("Fill")
 def _import_fill(node, b):
     return broadcast_to(b, node.inputs[1], out_shape(node))
+
+
+@tf_import("Empty")
+def _import_empty(node, b):
+    """Uninitialised memory in TensorFlow (zeros with `init`); zeros here, deterministically."""
+    return broadcast_to(b, b.const(0, node.out_types[0].dtype), out_shape(node))
 
 
 def _paddings(node, i):

@@ -6,7 +6,9 @@ and `argmax`/`argmin(x)` with params `axis` and the output `dtype`; and their
 TensorFlow importers. Kernels follow TensorFlow's CPU kernels: float16 sums in
 float32, integer `Mean` sums wide and divides truncating, integer `EuclideanNorm`
 truncates the square root, `Max`/`Min` of nothing is the dtype's lowest/highest value,
-and arg-max/arg-min skip NaNs and take the first of equal values.
+and arg-max/arg-min skip NaNs and take the first of equal values. `top_k(x)` (params `k`
+and the index `dtype`) gives the k largest entries of the last axis, largest first, the
+lower index first among equal values, and their indices.
 """
 import numpy as np
 
@@ -15,7 +17,7 @@ from ipu_keras.ops._common import normalize_axes
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
 TF_TYPES = ("Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm", "ArgMax",
-            "ArgMin")
+            "ArgMin", "TopKV2")
 """The TensorFlow op types this module imports."""
 
 
@@ -148,5 +150,36 @@ register_op("argmax", shape=_arg_shape, kernel=_arg_kernel(np.argmax, -np.inf),
 register_op("argmin", shape=_arg_shape, kernel=_arg_kernel(np.argmin, np.inf),
             cost=_input_elements, mapping="reduce")
 
-IR_OPS = tuple(op for _, op, _, _ in _REDUCTIONS) + ("argmax", "argmin")
+
+
+# -- top_k ---------------------------------------------------------------------------------
+
+
+def _top_k_shape(in_types, *, k, dtype="int32"):
+    (x,) = in_types
+    if not 0 <= k <= x.shape[-1]:
+        raise ValueError(f"top_k expected 0 <= k <= {x.shape[-1]} (the last dimension of "
+                         f"{x}). Received: k={k}")
+    shape = x.shape[:-1] + (k,)
+    return [TensorType(shape, x.dtype), TensorType(shape, dtype)]
+
+
+def _top_k(x, *, k, dtype="int32"):
+    """A stable descending order: a stable ascending sort of the reversed row, reversed."""
+    n = x.shape[-1]
+    order = (n - 1 - np.argsort(x[..., ::-1], axis=-1, kind="stable"))[..., ::-1][..., :k]
+    return np.take_along_axis(x, order, axis=-1), order.astype(dtype)
+
+
+register_op("top_k", shape=_top_k_shape, kernel=_top_k, cost=_input_elements,
+            mapping="reduce")
+
+
+@tf_import("TopKV2")
+def _import_top_k(node, b):
+    k = int(np.asarray(node.static(1)).item())
+    return list(b.emit("top_k", [node.inputs[0]], k=k, dtype=node.out_types[1].dtype))
+
+
+IR_OPS = tuple(op for _, op, _, _ in _REDUCTIONS) + ("argmax", "argmin", "top_k")
 """The IR ops this module registers."""

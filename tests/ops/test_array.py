@@ -39,6 +39,8 @@ SHAPES = [
     case("BroadcastTo", lambda x: tf.broadcast_to(x, (2, 3, 4)), f32(3, 1)),
     case("Fill", lambda x: tf.fill((2, 3), x[0]), f32(2)),
     case("Fill", lambda x: x + tf.fill((2, 3), 7), i32(2, 3), label="int-const"),
+    case("Empty", lambda x: x + raw.Empty(shape=[2, 3], dtype=tf.float32, init=True),
+         f32(2, 3)),
     case("Pad", lambda x: tf.pad(x, [[1, 0], [2, 3]]), f32(2, 3)),
     case("PadV2", lambda x: tf.pad(x, [[0, 1], [1, 1]], constant_values=-4), i32(2, 2)),
     case("MirrorPad", lambda x: tf.pad(x, [[1, 1], [2, 0]], mode="REFLECT"), f32(3, 3)),

@@ -94,6 +94,8 @@ SAMPLES = [
      lambda x: np.array([2])),
     ("argmin", (np.array([[2, 1], [1, 1]], np.int32),), {"axis": 0, "dtype": "int32"},
      lambda x: np.array([1, 0])),
+    ("top_k", (np.array([[3, 1, 3, 2], [0, 5, 5, 5]], np.float32),), {"k": 3},
+     lambda x: (np.array([[3, 3, 2], [5, 5, 5]]), np.array([[0, 2, 3], [1, 2, 3]]))),
 ]
 
 

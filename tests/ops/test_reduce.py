@@ -70,6 +70,11 @@ CASES = (
         case("ArgMin", lambda t: tf.argmin(t, axis=0), f32(4, 6)),
         case("ArgMin", lambda t: tf.argmin(t, axis=1, output_type=tf.int32),
              i32(5, 3, low=0, high=2), label="ties-int32"),
+        case("TopKV2", lambda t: tuple(tf.math.top_k(t, 3)), f32(4, 6)),
+        case("TopKV2", lambda t: tuple(tf.math.top_k(t, 4)), i32(2, 3, 7, low=0, high=3),
+             label="ties-int32"),
+        case("TopKV2", lambda t: tf.sort(t, direction="DESCENDING"), f32(3, 5), label="sort"),
+        case("TopKV2", grad(lambda t: tf.math.top_k(t, 2).values, 0), f32(3, 5), label="grad"),
     ]
 )
 
