@@ -16,6 +16,7 @@ unknown. The ops themselves are left to their importers in `ipu_keras.ops`.
 import heapq
 
 import tensorflow as tf
+from tensorflow.python.framework.function_def_to_graph import function_def_to_graph
 
 from ipu_keras import ops
 from ipu_keras.errors import CompilationError, UnsupportedOpError
@@ -111,6 +112,8 @@ class GraphImporter:
 
     def _import_op(self, node, b):
         importer = ops.get_importer(node.type)
+        if importer is None and _library_function(node.op.graph, node.type) is not None:
+            importer = _import_library_call  # a legacy Defun, called as an op of its name
         if importer is None:
             raise UnsupportedOpError(node.type, node.name, node.layer)
         _check_dtypes(node)
@@ -129,13 +132,43 @@ class GraphImporter:
         return results
 
 
-def _find_function(graph, name):
+def _library_function(graph, name):
+    """The graph of function `name` in the library of `graph` or its outer graphs, or None.
+
+    tf.function bodies carry their graph. Legacy `Defun` functions (TensorFlow's own
+    dense CTC loop, for one) only carry a FunctionDef, converted here once, with the
+    graph holding the library as default so the functions they call resolve.
+    """
     while graph is not None:
         fn = getattr(graph, "_functions", {}).get(name)
         if fn is not None:
-            return fn.graph
+            if hasattr(fn, "graph"):
+                return fn.graph
+            if id(fn) not in _DEFUN_GRAPHS:
+                with graph.as_default():
+                    _DEFUN_GRAPHS[id(fn)] = (fn, function_def_to_graph(fn.definition))
+            return _DEFUN_GRAPHS[id(fn)][1]
         graph = getattr(graph, "outer_graph", None)
-    raise CompilationError(f"The function '{name}' called by the traced graph was not found.")
+    return None
+
+
+_DEFUN_GRAPHS = {}
+
+
+def _find_function(graph, name):
+    fn_graph = _library_function(graph, name)
+    if fn_graph is None:
+        raise CompilationError(
+            f"The function '{name}' called by the traced graph was not found.")
+    return fn_graph
+
+
+def _import_library_call(node, b):
+    node.called["f"] = fn = node.function_named(node.type, node.inputs)
+    if not fn.outputs and not fn.equations:
+        return []
+    outs = b.emit("call", [v for v in node.inputs if hasattr(v, "type")], fn=fn)
+    return list(outs) if isinstance(outs, tuple) else ([outs] if fn.outputs else [])
 
 
 def _carry_source(fn_graph, i):

@@ -109,9 +109,12 @@ class Node:
         For a function run once per execution of the op (a call, a branch): what is
         known of `args` at compile time is known of its inputs.
         """
-        fn_name = self.op.node_def.attr[attr].func.name
-        self.called[attr] = self._importer.import_function(fn_name, args, self.op.graph)
+        self.called[attr] = self.function_named(self.op.node_def.attr[attr].func.name, args)
         return self.called[attr]
+
+    def function_named(self, fn_name, args):
+        """Import the function `fn_name` of the graph's library, its inputs bound to `args`."""
+        return self._importer.import_function(fn_name, args, self.op.graph)
 
     def loop(self, cond_attr, body_attr, args):
         """Import a while loop's cond and body, binding their inputs to the carries `args`.

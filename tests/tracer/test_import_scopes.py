@@ -1,4 +1,4 @@
-"""Each traced equation names the Keras layer whose call created it (or its gradient)."""
+"""Layer names of traced equations, and functions the tracer must follow to import."""
 import numpy as np
 import keras
 import pytest
@@ -49,3 +49,18 @@ def test_unsupported_op_in_a_weightless_layer_is_named():
 def test_plain_tensorflow_ops_belong_to_no_layer():
     graph = trace(lambda x: tf.nn.relu(x) * 2.0, (np.ones(3, np.float32),)).graph
     assert all(eqn.source.layer == "" for eqn in graph.walk())
+
+
+def test_legacy_defun_loop_bodies_and_their_calls_are_followed():
+    """TensorFlow's dense CTC loss runs a functional_ops.While over Defun functions."""
+    import ipu_keras
+
+    y_pred = np.random.default_rng(0).random((2, 6, 5)).astype(np.float32)
+    y_true = np.array([[1, 2, 0], [3, 3, 1]], np.int32)
+
+    def loss(p, t):
+        return keras.losses.CTC()(t, p)
+
+    expected = loss(tf.constant(y_pred), tf.constant(y_true)).numpy()
+    (got,) = ipu_keras.ipu_compiler.compile(loss, [y_pred, y_true])
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
