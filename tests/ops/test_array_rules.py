@@ -10,7 +10,7 @@ from ipu_keras.ops import array as array_ops
 from ipu_keras.ops import indexing
 from ipu_keras.ops.builder import Builder
 from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS
-from tests.ops.fake_node import FakeNode
+from tests.ops.rules import FakeNode
 
 MODULES = (array_ops, indexing)
 IR_OPS = array_ops.IR_OPS + indexing.IR_OPS

@@ -15,8 +15,8 @@ import pytest
 
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import conv, get_importer, get_op, norm, pool
-from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
-from tests.ops.fake_node import FakeNode
+from ipu_keras.ops.registry import WORK_KINDS, Work
+from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
 
@@ -203,12 +203,7 @@ def _round_trip(params):
 
 
 def test_every_op_has_all_rules_and_a_sample():
-    sampled = {s[0] for s in SAMPLES}
-    for name in conv.IR_OPS + pool.IR_OPS + norm.IR_OPS:
-        opdef = get_op(name)
-        assert callable(opdef.shape) and callable(opdef.kernel) and callable(opdef.cost), name
-        assert opdef.mapping in MAPPINGS and not opdef.engine and not opdef.effect, name
-        assert name in sampled, f"no sample for {name}"
+    every_op_is_sampled(conv.IR_OPS + pool.IR_OPS + norm.IR_OPS, SAMPLES)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s[0])

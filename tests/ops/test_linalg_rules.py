@@ -11,8 +11,8 @@ import pytest
 
 from ipu_keras.ir.types import type_of
 from ipu_keras.ops import get_op, image, linalg
-from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
-from tests.ops.fake_node import FakeNode
+from ipu_keras.ops.registry import WORK_KINDS, Work
+from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
 M = rng.uniform(-3, 3, (2, 3, 4)).astype(np.float32)
@@ -84,12 +84,7 @@ def _run(op, inputs, params):
 
 
 def test_every_op_has_all_rules_and_a_sample():
-    sampled = {s[0] for s in SAMPLES}
-    for name in linalg.IR_OPS + image.IR_OPS:
-        opdef = get_op(name)
-        assert callable(opdef.shape) and callable(opdef.kernel) and callable(opdef.cost), name
-        assert opdef.mapping in MAPPINGS and not opdef.engine and not opdef.effect, name
-        assert name in sampled, f"no sample for {name}"
+    every_op_is_sampled(linalg.IR_OPS + image.IR_OPS, SAMPLES)
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s[0])

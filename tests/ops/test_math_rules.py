@@ -8,7 +8,7 @@ from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import all_ops, get_importer, get_op
 from ipu_keras.ops import math as math_ops
 from ipu_keras.ops.registry import WORK_KINDS
-from tests.ops.fake_node import FakeNode, zeros_of
+from tests.ops.rules import FakeNode, zeros_of
 
 F = np.array([[-2.5, -0.5, 0.0], [0.5, 1.5, 3.0]], np.float32)
 P = np.array([0.25, 0.5, 2.0], np.float32)      # positive, broadcasts against F

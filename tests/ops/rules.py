@@ -1,6 +1,8 @@
-"""`FakeNode`: what the tracer hands an importer, for TensorFlow-free importer tests.
+"""Support for the TensorFlow-free rules tests of the op families.
 
-Every operand is a known array (a `const` in the node's own builder), so `static(i)`
+`every_op_is_sampled` checks a family's ops are registered with all rules and each
+has a sample in the family's table. `FakeNode` is what the tracer hands an importer:
+every operand is a known array (a `const` in the node's own builder), so `static(i)`
 answers for all of them; `run()` calls the registered importer and returns its
 results with the equations it added.
 """
@@ -8,7 +10,17 @@ import numpy as np
 
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.builder import Builder
-from ipu_keras.ops.registry import get_importer
+from ipu_keras.ops.registry import MAPPINGS, get_importer, get_op
+
+
+def every_op_is_sampled(ir_ops, samples):
+    """Each op in `ir_ops` is a pure kernel op with every rule and a sample (first field)."""
+    sampled = {s[0] for s in samples}
+    for name in ir_ops:
+        opdef = get_op(name)
+        assert callable(opdef.shape) and callable(opdef.kernel) and callable(opdef.cost), name
+        assert opdef.mapping in MAPPINGS and not opdef.engine and not opdef.effect, name
+        assert name in sampled, f"no sample for {name}"
 
 
 class FakeNode:
