@@ -51,32 +51,43 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     Raises:
         OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed).
     """
-    seconds = {}
-    start = t0 = time.perf_counter()
-
-    def done(name):
-        nonlocal t0
-        now = time.perf_counter()
-        seconds[name] = now - t0
-        t0 = now
-        if on_pass is not None:
-            on_pass(name, seconds[name])
-
+    clock = _PassClock(on_pass)
     for name, graph_pass in GRAPH_PASSES:
         graph = graph_pass(graph)
-        done(name)
+        clock.done(name)
     tile_map = plan_tile_mapping(
         graph, target, PlanOptions.from_poplar_options(matmul_options),
         PlanOptions.from_poplar_options(conv_options, "convolutions.poplar_options"))
-    done("tile-map")
+    clock.done("tile-map")
     memory = plan_memory(graph, tile_map, compile_ipu_code)
     allow = allow_out_of_memory() if allow_oom is None else allow_oom
     out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow)
     summary = memory.summary(target.bytes_per_tile)
     summary["out_of_memory"] = out_of_memory
-    done("memory-plan")
-    blocks, constants, inputs, outputs, num_slots = lower(graph, tile_map, target)
-    done("lower")
+    clock.done("memory-plan")
+    lowered = lower(graph, tile_map, target)
+    clock.done("lower")
+    return _assemble(graph, tile_map, target, lowered, summary, clock)
+
+
+class _PassClock:
+    """Times each pass and reports it to `on_pass`."""
+
+    def __init__(self, on_pass):
+        self.on_pass = on_pass
+        self.seconds = {}
+        self.start = self.last = time.perf_counter()
+
+    def done(self, name):
+        now = time.perf_counter()
+        self.seconds[name], self.last = now - self.last, now
+        if self.on_pass is not None:
+            self.on_pass(name, self.seconds[name])
+
+
+def _assemble(graph, tile_map, target, lowered, memory, clock):
+    """The `Executable`: the lowered programs plus what reports and the runtime read."""
+    blocks, constants, inputs, outputs, num_slots = lowered
     written = {eqn.params["var"] for eqn in graph.walk() if eqn.op == "write_var"}
     return Executable(
         target=target.to_dict(),
@@ -91,8 +102,9 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
         outfeeds=[dict(name=f.name, types=[_type(t) for t in f.types]) for f in graph.outfeeds],
         blocks=blocks,
         constants=constants,
-        memory=summary,
-        info={"pass_seconds": seconds, "compile_seconds": time.perf_counter() - start,
+        memory=memory,
+        info={"pass_seconds": clock.seconds,
+              "compile_seconds": time.perf_counter() - clock.start,
               "equations": sum(1 for _ in graph.walk()), "plans": _plans(graph, tile_map),
               "tensor_map": tensor_map(graph, tile_map),
               "liveness_steps": [_label(eqn) for eqn in graph.equations],
