@@ -145,8 +145,18 @@ def _columns(x, kernel, strides, dilations, padding, dtype):
     """im2col: (groups-merged) patches of shape (N * prod(out), prod(kernel), C)."""
     xp = pad_spatial(x.astype(dtype, copy=False), padding)
     out = out_spatial(x.shape[1:-1], kernel, strides, dilations, padding)
-    slices = offset_slices(kernel, strides, dilations, out)
-    cols = np.stack([xp[index] for index in slices], axis=-2)
+    if x.shape[-1] < 8:  # few channels: per-offset copies move longer contiguous runs
+        slices = offset_slices(kernel, strides, dilations, out)
+        cols = np.stack([xp[index] for index in slices], axis=-2)
+        return cols.reshape(-1, math.prod(kernel), x.shape[-1]), out
+    # A read-only (N, *out, *kernel, C) window view of xp, copied once into the columns.
+    step, sc = xp.strides[1:-1], xp.strides[-1]
+    windows = np.lib.stride_tricks.as_strided(
+        xp, (xp.shape[0],) + tuple(out) + tuple(kernel) + (xp.shape[-1],),
+        (xp.strides[0],) + tuple(t * s for t, s in zip(step, strides))
+        + tuple(t * d for t, d in zip(step, dilations)) + (sc,), writeable=False)
+    cols = np.empty((xp.shape[0],) + tuple(out) + tuple(kernel) + (xp.shape[-1],), xp.dtype)
+    np.copyto(cols, windows)
     return cols.reshape(-1, math.prod(kernel), x.shape[-1]), out
 
 
@@ -184,7 +194,10 @@ def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):
     dcols = np.matmul(_grouped_grads(dy.astype(work, copy=False), groups), wg)
     dcols = dcols.reshape(groups, -1, math.prod(kernel), cg).transpose(1, 2, 0, 3)
     dcols = dcols.reshape(dy.shape[:-1] + (math.prod(kernel), input_shape[-1]))
-    dx = scatter_windows(lambda i: dcols[..., i, :], input_shape, kernel, strides, dilations,
+    # Offset-major (K, N, *out, C) copy: each offset's piece is contiguous, so the adds
+    # below run over long contiguous rows (same values, same order of additions).
+    dcols = np.moveaxis(dcols, -2, 0).copy()
+    dx = scatter_windows(lambda i: dcols[i], input_shape, kernel, strides, dilations,
                          padding, work)
     return dx.astype(w.dtype, copy=False)
 

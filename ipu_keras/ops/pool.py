@@ -11,6 +11,8 @@ that of 3-d max pooling (MaxPool3DGrad) to every element of the window equal to 
 pooled output, as TensorFlow's CPU kernels do when a window holds ties; average
 pooling with SAME padding divides by the number of non-padded elements in the window.
 """
+import itertools
+
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
@@ -66,8 +68,64 @@ def _first_max(x, ksize, strides, padding):
     return arg
 
 
+def _split(xp, ksize, out):
+    """A view of the padded (N, *spatial, C) array's first out*ksize rows per spatial axis as
+    (N, out0, k0, out1, k1, ..., C): non-overlapping windows, offset i of window o at (o, i)."""
+    region = xp[(slice(None),) + tuple(slice(0, o * k) for o, k in zip(out, ksize))]
+    return region.reshape((xp.shape[0],) + tuple(d for ok in zip(out, ksize) for d in ok)
+                          + (xp.shape[-1],))
+
+
+def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties):
+    """`_max_pool_grad` for non-overlapping windows (strides == ksize), or None."""
+    if tuple(strides) != tuple(ksize):
+        return None
+    out = tuple(y.shape[1:-1])
+    xs = _split(pad_spatial(x, padding, _lowest(x.dtype)), ksize, out)
+    views = [(slice(None),) + tuple(i for o in offset for i in (slice(None), o)) + (slice(None),)
+             for offset in itertools.product(*(range(k) for k in ksize))]
+    if ties == "first":
+        best = xs[views[0]].copy()
+        for index in views[1:]:
+            np.maximum(best, xs[index], out=best)
+        if best.dtype.kind in "fc" and np.isnan(best).any():
+            return None  # NaN windows: leave the `>` scan to the general path
+    else:
+        best = y
+    padded = tuple(size + lo + hi for size, (lo, hi) in zip(x.shape[1:-1], padding))
+    dx = np.zeros((x.shape[0],) + padded + (x.shape[-1],), dy.dtype)
+    dxs = _split(dx, ksize, out)
+    # 0 + dy, as the general path's accumulation into zeros gives (no negative zeros).
+    grad = dy + np.zeros((), dy.dtype)
+    hit = np.empty(best.shape, bool)
+    free = np.ones(best.shape, bool) if ties == "first" else None
+    bits = None
+    if dy.dtype.kind in "fiu" and dy.dtype.itemsize in (1, 2, 4, 8):
+        # Select by bit masks (grad & all-ones, or & 0 giving +0): same bits as np.where,
+        # without its data-dependent branches.
+        bits = np.dtype(f"u{dy.dtype.itemsize}")
+        grad, dxs, mask = grad.view(bits), _split(dx.view(bits), ksize, out), \
+            np.empty(best.shape, bits)
+    for index in views:
+        np.equal(xs[index], best, out=hit)
+        if free is not None:
+            hit &= free
+            free ^= hit
+        if bits is None:
+            np.copyto(dxs[index], grad, where=hit)
+        else:
+            np.copyto(mask, hit, casting="unsafe")
+            np.negative(mask, out=mask)
+            np.bitwise_and(grad, mask, out=dxs[index])
+    crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(x.shape[1:-1], padding))
+    return dx[(slice(None),) + crop + (slice(None),)]
+
+
 def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first"):
     """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y."""
+    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties)
+    if dx is not None:
+        return dx.astype(x.dtype, copy=False)
     ones = (1,) * len(ksize)
     zero = np.zeros((), dy.dtype)
     if ties == "first":
