@@ -59,3 +59,11 @@ class ListStreams:
 
     def push(self, feed, arrays):
         self.out.append(arrays[0])
+
+
+def row_ops(b, logits, labels, sparse):
+    """Emit the ops that work row by row (softmaxes and cross-entropies); yields outputs."""
+    yield b.emit("softmax", [logits])
+    yield b.emit("log_softmax", [logits])
+    yield from b.emit("softmax_xent", [logits, labels])
+    yield from b.emit("sparse_softmax_xent", [logits, sparse])

@@ -29,7 +29,7 @@ from ipu_keras.ops.registry import get_op
 from ipu_keras.ops.builder import Builder, new_input
 from ipu_keras.simulator import cost
 from ipu_keras.simulator.strict import StrictEngine
-from tests.graphs import small_target
+from tests.graphs import row_ops, small_target
 
 TILES = (4, 8, 16)
 RNG = np.random.default_rng(1)
@@ -48,11 +48,6 @@ def _matmuls(b, x, w, g, v, u, batched, shared):
     yield b.emit("matmul", [batched, shared])
 
 
-def _rows(b, logits, labels, sparse):
-    yield b.emit("softmax", [logits])
-    yield b.emit("log_softmax", [logits])
-    yield from b.emit("softmax_xent", [logits, labels])
-    yield from b.emit("sparse_softmax_xent", [logits, sparse])
 
 
 def _reductions(b, x, y):
@@ -67,7 +62,7 @@ CASES = {
     "matmuls": (_matmuls, ((24, 40), "float32"), ((40, 24), "float32"),
                 ((24, 16), "float32"), ((3, 512), "float32"), ((4, 512), "float32"),
                 ((3, 6, 8), "float32"), ((8, 5), "float32")),
-    "rows": (_rows, ((12, 10), "float32"), ((12, 10), "float32"), ((12,), "int32")),
+    "rows": (row_ops, ((12, 10), "float32"), ((12, 10), "float32"), ((12,), "int32")),
     "reductions": (_reductions, ((48, 32), "float32"), ((6, 4, 4, 8), "float32")),
 }
 
