@@ -1,9 +1,16 @@
-"""Placement scopes: `ipu_scope(device)` and `ipu_shard(index)`."""
+"""Placement scopes: `ipu_scope(device)`, `ipu_shard(index)` and `pipeline_stage(stage)`.
+
+`ipu_shard` is the user's placement of ops on an IPU of a multi-IPU device;
+`pipeline_stage` is how the pipelining APIs (`pipelining_ops.pipeline`, Keras stage
+assignments) mark the ops of one computational stage. Both only record the current
+placement (`current_shard()`, `current_stage()`); the tracer reads it when ops are made.
+"""
 import contextlib
 import re
 
 _DEVICE = re.compile(r"^/device:IPU:(\d+)$")
 _current_shard = [None]
+_current_stage = [None]
 
 
 @contextlib.contextmanager
@@ -26,3 +33,25 @@ def ipu_shard(index):
         yield
     finally:
         _current_shard[0] = previous
+
+
+@contextlib.contextmanager
+def pipeline_stage(stage):
+    """Marks the ops created inside as computational stage `stage` of a pipeline."""
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage < 0:
+        raise ValueError(f"pipeline_stage expected a non-negative int. Received: stage={stage!r}")
+    previous, _current_stage[0] = _current_stage[0], stage
+    try:
+        yield
+    finally:
+        _current_stage[0] = previous
+
+
+def current_shard():
+    """The shard of the innermost `ipu_shard` scope, or None outside any."""
+    return _current_shard[0]
+
+
+def current_stage():
+    """The stage of the innermost `pipeline_stage` scope, or None outside any."""
+    return _current_stage[0]
