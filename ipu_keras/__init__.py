@@ -15,8 +15,9 @@ import importlib
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "config", "errors", "flags", "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue",
-    "ipu_strategy", "loops", "profiling", "scopes", "utils",
+    "config", "errors", "flags", "gradient_accumulation", "ipu_compiler", "keras",
+    "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "loops", "optimizers", "profiling",
+    "scopes", "utils",
 )
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
