@@ -12,6 +12,7 @@ import inspect
 
 import keras
 
+from ipu_keras.keras import accumulation
 from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
 from ipu_keras.keras.device_time import with_device_time
@@ -39,6 +40,7 @@ class IPUTrainerMixin:
 
     def fit(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.fit, args, kwargs)
+        accumulation.before_fit(self)
         if arguments.get("verbose", "auto") != 0:
             arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
         return super().fit(**arguments)
@@ -70,6 +72,36 @@ class IPUTrainerMixin:
                 f"{asynchronous!r}"
             )
         self._ipu_asynchronous_callbacks = asynchronous
+
+    def set_gradient_accumulation_options(self, gradient_accumulation_steps_per_replica=None,
+                                          gradient_accumulation_reduction_method="sum",
+                                          use_v2_gradient_accumulation_optimizer=False,
+                                          **gradient_accumulation_optimizer_kwargs):
+        """Sets the gradient accumulation of training (not of `evaluate` or `predict`).
+
+        With `gradient_accumulation_steps_per_replica=G`, `fit` adds the gradients of G
+        consecutive batches in buffers on the device and the compiled optimizer updates
+        the weights once per G batches (so its `iterations` count weight updates).
+        `steps_per_execution` must be a multiple of G. An epoch whose batches are not a
+        multiple of G ends on a partial window, applied over the batches it has.
+
+        Args:
+            gradient_accumulation_steps_per_replica: G, a positive int; None keeps it.
+            gradient_accumulation_reduction_method: How the G gradients are combined: a
+                `GradientAccumulationReductionMethod` or its name ('sum', 'mean',
+                'running_mean'). With 'mean', training equals Keras trained on batches G
+                times larger; with 'sum', the same with the learning rate scaled by G.
+            use_v2_gradient_accumulation_optimizer: Wrap the optimizer in
+                `ipu.optimizers.GradientAccumulationOptimizer` rather than
+                `GradientAccumulationOptimizerV2` (the same numerics here).
+            **gradient_accumulation_optimizer_kwargs: Other arguments of
+                `GradientAccumulationOptimizerV2` (`dtype`, `name`, placement hints); not
+                `opt` or `num_mini_batches`.
+        """
+        accumulation.set_gradient_accumulation_options(
+            self, gradient_accumulation_steps_per_replica,
+            gradient_accumulation_reduction_method, use_v2_gradient_accumulation_optimizer,
+            **gradient_accumulation_optimizer_kwargs)
 
     def ipu_report(self):
         """A summary of the last executable this model ran on the simulated IPU.
