@@ -26,6 +26,7 @@ _NAMES = {
     "IPUOutfeedQueue": ("ipu_outfeed_queue", "IPUOutfeedQueue"),
     "IPUStrategy": ("ipu_strategy", "IPUStrategy"),
     "Model": ("keras", "Model"),
+    "PipelineStage": ("keras", "PipelineStage"),
     "Sequential": ("keras", "Sequential"),
     "supported_ops": ("ops", "supported_tf_ops"),
 }

@@ -12,7 +12,7 @@ import inspect
 
 import keras
 
-from ipu_keras.keras import accumulation
+from ipu_keras.keras import accumulation, pipelining
 from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
 from ipu_keras.keras.device_time import with_device_time
@@ -102,6 +102,48 @@ class IPUTrainerMixin:
             self, gradient_accumulation_steps_per_replica,
             gradient_accumulation_reduction_method, use_v2_gradient_accumulation_optimizer,
             **gradient_accumulation_optimizer_kwargs)
+
+    def set_pipelining_options(self, gradient_accumulation_steps_per_replica=None,
+                               device_mapping=None, accumulate_outfeed=None,
+                               gradient_accumulation_reduction_method="sum",
+                               **pipelining_kwargs):
+        """Sets the options of a pipelined model (one with a pipeline stage assignment).
+
+        A pipelined model trains as the same model with gradient accumulation
+        `gradient_accumulation_steps_per_replica` (required for `fit`), each layer's ops
+        placed on its stage's IPU. The depth rule of the schedule applies: for training the
+        accumulation must be a multiple of 2 x stages (Grouped) or of the number of stages
+        (Interleaved); for `evaluate` and `predict`, `steps_per_execution` must be a
+        multiple of the number of stages (Sequential: any value).
+
+        Args:
+            gradient_accumulation_steps_per_replica: Micro-batches per weight update.
+            device_mapping: A list giving the IPU of each stage (default: stage k on IPU k).
+            accumulate_outfeed: Accepted and stored (logs are computed per step here).
+            gradient_accumulation_reduction_method: 'sum', 'mean' or 'running_mean'.
+            **pipelining_kwargs: Options of `pipelining_ops.pipeline`, e.g.
+                `pipeline_schedule`; not the ones Keras sets or that have named arguments.
+        """
+        pipelining.set_pipelining_options(
+            self, gradient_accumulation_steps_per_replica, device_mapping, accumulate_outfeed,
+            gradient_accumulation_reduction_method, **pipelining_kwargs)
+
+    def get_pipeline_stage_assignment(self):
+        """The stage of each layer (Sequential) or layer call (functional), in post order."""
+        return pipelining.get_pipeline_stage_assignment(self)
+
+    def set_pipeline_stage_assignment(self, pipeline_stage_assignment):
+        """Sets the stages: a list of ints or of the records `get_pipeline_stage_assignment`
+        returns, one per layer (per layer call for functional models), in that order."""
+        pipelining.set_pipeline_stage_assignment(self, pipeline_stage_assignment)
+
+    def reset_pipeline_stage_assignment(self):
+        """Removes the stage assignment: the model is no longer pipelined."""
+        pipelining.reset_pipeline_stage_assignment(self)
+
+    def print_pipeline_stage_assignment_summary(self, line_length=None, print_fn=None):
+        """Prints a table of the layers and their pipeline stages (`print_fn`: per line)."""
+        pipelining.print_summary(self, line_length, print_fn)
 
     def ipu_report(self):
         """A summary of the last executable this model ran on the simulated IPU.
