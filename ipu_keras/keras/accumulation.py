@@ -38,13 +38,13 @@ def set_gradient_accumulation_options(model, gradient_accumulation_steps_per_rep
                                       gradient_accumulation_reduction_method="sum",
                                       use_v2_gradient_accumulation_optimizer=False,
                                       **gradient_accumulation_optimizer_kwargs):
-    """Validates and stores the options (see `IPUTrainerMixin.set_gradient_accumulation_options`)."""
+    """Validates and stores the options (`IPUTrainerMixin.set_gradient_accumulation_options`)."""
     options = dict(getattr(model, _OPTIONS_ATTR, None) or {})
     options["reduction_method"] = GradientAccumulationReductionMethod.parse(
         gradient_accumulation_reduction_method)
     steps = gradient_accumulation_steps_per_replica
     if steps is not None:
-        options["steps"] = positive_steps(steps)
+        options["steps"] = pipelining.positive_steps(steps)
     _check_optimizer_kwargs(gradient_accumulation_optimizer_kwargs)
     options["optimizer_kwargs"] = dict(gradient_accumulation_optimizer_kwargs)
     if not isinstance(use_v2_gradient_accumulation_optimizer, bool):
@@ -55,15 +55,6 @@ def set_gradient_accumulation_options(model, gradient_accumulation_steps_per_rep
     options["use_v2"] = use_v2_gradient_accumulation_optimizer
     object.__setattr__(model, _OPTIONS_ATTR, options)
     model.train_function = None  # recompile with the new options
-
-
-def positive_steps(steps):
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(
-            "Expected `gradient_accumulation_steps_per_replica` to be a positive integer, but "
-            f"got {steps} instead. Received: gradient_accumulation_steps_per_replica={steps!r}."
-        )
-    return steps
 
 
 def _check_optimizer_kwargs(kwargs):

@@ -20,6 +20,7 @@ import dataclasses
 import functools
 
 import keras
+from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
 from keras.src.layers.core.input_layer import InputLayer
 from keras.src.models.functional import Functional
 
@@ -77,8 +78,6 @@ def set_pipelining_options(model, gradient_accumulation_steps_per_replica=None,
                            device_mapping=None, accumulate_outfeed=None,
                            gradient_accumulation_reduction_method="sum", **pipelining_kwargs):
     """Validates and stores the options (see `IPUTrainerMixin.set_pipelining_options`)."""
-    from ipu_keras.keras.accumulation import positive_steps  # pylint: disable=import-outside-toplevel
-
     stored = dataclasses.replace(options(model))
     stored.reduction_method = GradientAccumulationReductionMethod.parse(
         gradient_accumulation_reduction_method)
@@ -98,6 +97,16 @@ def set_pipelining_options(model, gradient_accumulation_steps_per_replica=None,
         stored.kwargs = dict(pipelining_kwargs)
     object.__setattr__(model, _OPTIONS_ATTR, stored)
     _reset_functions(model)
+
+
+def positive_steps(steps):
+    """`gradient_accumulation_steps_per_replica`, checked as both option setters do."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(
+            "Expected `gradient_accumulation_steps_per_replica` to be a positive integer, but "
+            f"got {steps} instead. Received: gradient_accumulation_steps_per_replica={steps!r}."
+        )
+    return steps
 
 
 def _check_pipelining_kwargs(kwargs):
@@ -136,8 +145,8 @@ def _kind(model):
 
 def _nodes(model):
     """The functional model's layer calls in execution (post) order, inputs left out."""
-    return [node for depth in sorted(model._nodes_by_depth, reverse=True)  # pylint: disable=protected-access
-            for node in model._nodes_by_depth[depth]  # pylint: disable=protected-access
+    by_depth = model._nodes_by_depth
+    return [node for depth in sorted(by_depth, reverse=True) for node in by_depth[depth]
             if not isinstance(node.operation, InputLayer)]
 
 
@@ -157,10 +166,11 @@ def recorded_assignment(model):
                 for layer in model.layers]
     if kind == "functional":
         return [ps.FunctionalLayerPipelineStageAssignment(
-            node.operation, node.operation._inbound_nodes.index(node),  # pylint: disable=protected-access
+            node.operation, node.operation._inbound_nodes.index(node),
             _recorded_stage(node, node.operation)) for node in _nodes(model)]
+    layers = model._flatten_layers(include_self=False, recursive=False)
     return [ps.ModelLayerPipelineStageAssignment(layer, 0, _recorded_stage(layer))
-            for layer in model._flatten_layers(include_self=False, recursive=False)]  # pylint: disable=protected-access
+            for layer in layers]
 
 
 def get_pipeline_stage_assignment(model):
@@ -319,8 +329,6 @@ def check_model(model, kind, accumulation):
 
 
 def _check_overrides(model, kind):
-    from keras.src.backend.tensorflow.trainer import TensorFlowTrainer  # pylint: disable=import-outside-toplevel
-
     name = f"{kind}_step"
     if getattr(type(model), name) is not getattr(TensorFlowTrainer, name):
         raise AccumulationStepsError(

@@ -76,7 +76,8 @@ def test_reduction_method_parse():
     assert Method.parse(Method.MEAN) is Method.MEAN
     assert Method.parse("running_mean") is Method.RUNNING_MEAN
     assert Method.parse("Sum") is Method.SUM
-    with pytest.raises(ValueError, match="SUM, MEAN, RUNNING_MEAN.*Received: reduction_method='max'"):
+    with pytest.raises(ValueError,
+                       match="SUM, MEAN, RUNNING_MEAN.*Received: reduction_method='max'"):
         Method.parse("max")
     with pytest.raises(ValueError, match="Valid values"):
         Method.parse(1)
