@@ -2,7 +2,7 @@
 
 `GradientAccumulationReductionMethod` is Graphcore's enum (SUM, MEAN, RUNNING_MEAN).
 `Accumulator` owns what one window needs on the device: an accumulation buffer per
-trained variable and a micro-batch counter, both `tf.Variable`s, so the tracer makes
+trained variable, a micro-batch counter and the window's total weight, all `tf.Variable`s, so the tracer makes
 them device variables of the executable. Each micro-batch adds its gradients to the
 buffers; a conditional in the program (`tf.cond`, an IR `if`) runs the wrapped
 optimizer's update once per window and empties the buffers. The update therefore runs
@@ -90,6 +90,7 @@ class Accumulator:
         self.name = name
         self._buffers = {}
         self._count = None
+        self._total = None
 
     def _buffer(self, variable):
         key = id(variable)
@@ -111,7 +112,16 @@ class Accumulator:
                                           name=f"{self.name}/count")
         return self._count
 
-    def accumulate(self, grads_and_vars, apply_fn, window_end=None):
+    @property
+    def total(self):
+        """The float32 variable summing the weights of the current window's micro-batches."""
+        if self._total is None:
+            with tf.init_scope():
+                self._total = tf.Variable(0.0, dtype=tf.float32, trainable=False,
+                                          name=f"{self.name}/total_weight")
+        return self._total
+
+    def accumulate(self, grads_and_vars, apply_fn, window_end=None, weight=None):
         """Adds one micro-batch's gradients; applies the window when it ends.
 
         Args:
@@ -120,15 +130,22 @@ class Accumulator:
                 the conditional update.
             window_end: A boolean scalar tensor ending the window after this micro-batch,
                 or None to end it when `num_mini_batches` micro-batches have been added.
+            weight: The micro-batch's weight in MEAN and RUNNING_MEAN (a float scalar; the
+                Keras trainer passes its number of samples, so that a partial micro-batch
+                counts for what it holds), or None for 1.
         """
         pairs = [(g, v) for g, v in grads_and_vars if g is not None]
         buffers = [self._buffer(v) for _, v in pairs]
-        done = tf.cast(self.count.read_value(), tf.float32)
+        weight = tf.constant(1.0) if weight is None else tf.cast(weight, tf.float32)
+        before = self.total.read_value()
+        after = self.total.assign_add(weight)
         for (grad, _), buffer in zip(pairs, buffers):
             grad = tf.cast(tf.convert_to_tensor(grad), buffer.dtype)
             if self.reduction_method is GradientAccumulationReductionMethod.RUNNING_MEAN:
-                n = tf.cast(done, buffer.dtype)
-                buffer.assign(buffer * (n / (n + 1)) + grad / (n + 1))
+                keep, add = (tf.cast(x, buffer.dtype) for x in (before / after, weight / after))
+                buffer.assign(buffer * keep + grad * add)
+            elif self.reduction_method is GradientAccumulationReductionMethod.MEAN:
+                buffer.assign_add(grad * tf.cast(weight, buffer.dtype))
             else:
                 buffer.assign_add(grad)
         count = self.count.assign_add(1)
@@ -137,17 +154,18 @@ class Accumulator:
         variables = [v for _, v in pairs]
 
         def update():
-            apply_fn(list(zip(self._reduced(buffers, count), variables)))
+            apply_fn(list(zip(self._reduced(buffers, after), variables)))
             for buffer in buffers:
                 buffer.assign(tf.zeros_like(buffer))
             self.count.assign(0)
+            self.total.assign(0.0)
             return tf.constant(True)
 
         return tf.cond(window_end, update, lambda: tf.constant(False))
 
-    def _reduced(self, buffers, count):
+    def _reduced(self, buffers, total):
         if self.reduction_method is GradientAccumulationReductionMethod.MEAN:
-            return [b.read_value() / tf.cast(count, b.dtype) for b in buffers]
+            return [b.read_value() / tf.cast(total, b.dtype) for b in buffers]
         return [b.read_value() for b in buffers]
 
 

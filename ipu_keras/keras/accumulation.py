@@ -11,10 +11,12 @@ stage and IPU (`keras/pipelining.py`).
 
 Where a window ends is part of the data: the host tags each staged batch with a flag,
 set every `gradient_accumulation_steps_per_replica` steps and on the last step of an
-execution. `steps_per_execution` must be a multiple of the accumulation (the original's
-error), so only the remainder execution of an epoch (which the original refused) can end
-on a partial window: it is applied over the micro-batches it has, which is what Keras on
-the CPU does with the partial last batch of a dataset batched G times larger.
+execution, and with its number of samples, its weight in a MEAN or RUNNING_MEAN window
+(so a partial last batch counts for what it holds). `steps_per_execution` must be a
+multiple of the accumulation (the original's error), so only the remainder execution of
+an epoch (which the original refused) can end on a partial window: it is applied over the
+micro-batches it has, which is what Keras on the CPU does with the partial last batch of
+a dataset batched G times larger.
 """
 import inspect
 import logging
@@ -155,14 +157,13 @@ class StepPlan:
             object.__setattr__(self.model, _LOG_PENDING_ATTR, False)
             self._log_batch_size(batches[0])
         last = len(batches) - 1
-        return [(batch, np.int32((i + 1) % self.steps == 0 or i == last))
-                for i, batch in enumerate(batches)]
+        return [(batch, np.int32((i + 1) % self.steps == 0 or i == last),
+                 np.float32(_batch_size(batch))) for i, batch in enumerate(batches)]
 
     def _log_batch_size(self, batch):
-        leaves = [leaf for leaf in tf.nest.flatten(batch) if leaf is not None]
-        size = int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 1
         logger.info("Training is not distributed and accumulating %d batches per optimizer "
-                    "step, your effective batch size is %d.", self.steps, size * self.steps)
+                    "step, your effective batch size is %d.", self.steps,
+                    _batch_size(batch) * self.steps)
 
     def step_function(self):
         """The function `StepProgram` traces for this kind of step."""
@@ -171,9 +172,9 @@ class StepPlan:
             return self._placed(step)
 
         def train_step(tagged):
-            data, window_end = tagged
+            data, window_end, samples = tagged
             compiled = self.model.optimizer
-            self.optimizer.window_end = window_end > 0
+            self.optimizer.window_end, self.optimizer.weight = window_end > 0, samples
             object.__setattr__(self.model, "optimizer", self.optimizer)
             try:
                 return self._placed(step)(data)
@@ -194,16 +195,22 @@ class StepPlan:
         return placed_step
 
 
-class _WindowEnd:
-    """The Keras trainer's accumulation: the window ends where the host's flag says."""
+def _batch_size(batch):
+    leaves = [leaf for leaf in tf.nest.flatten(batch) if leaf is not None]
+    return int(np.shape(leaves[0])[0]) if leaves and np.ndim(leaves[0]) else 1
 
-    window_end = None
+
+class _WindowEnd:
+    """The Keras trainer's accumulation: the window ends where the host's flag says, and
+    each micro-batch weighs its number of samples."""
+
+    window_end = weight = None
 
     def _check_loop(self):
         pass  # the trainer's counted device loop, not a loops.repeat, runs the steps
 
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
-        return self._accumulate(grads_and_vars, self.window_end, *args, **kwargs)
+        return self._accumulate(grads_and_vars, self.window_end, self.weight, *args, **kwargs)
 
 
 class _KerasOptimizerV2(_WindowEnd, GradientAccumulationOptimizerV2):

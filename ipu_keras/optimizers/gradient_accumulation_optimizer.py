@@ -78,15 +78,15 @@ class GradientAccumulationOptimizerV2:
             A boolean scalar tensor, True where this micro-batch ended a window.
         """
         self._check_loop()
-        return self._accumulate(grads_and_vars, None, *args, **kwargs)
+        return self._accumulate(grads_and_vars, None, None, *args, **kwargs)
 
-    def _accumulate(self, grads_and_vars, window_end, *args, **kwargs):
+    def _accumulate(self, grads_and_vars, window_end, weight, *args, **kwargs):
         pairs = list(grads_and_vars)
         if hasattr(self._opt, "build") and not getattr(self._opt, "built", True):
             self._opt.build([v for g, v in pairs if g is not None])
         return self._accumulator.accumulate(
             pairs, lambda reduced: self._opt.apply_gradients(reduced, *args, **kwargs),
-            window_end)
+            window_end, weight)
 
     def apply(self, grads, trainable_variables=None):
         """Keras 3 spelling of `apply_gradients(zip(grads, trainable_variables))`."""

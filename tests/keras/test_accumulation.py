@@ -67,6 +67,15 @@ def test_equals_keras_with_batches_g_times_larger(data, opt, method, scale_lr, c
                      "step, your effective batch size is 32."]
 
 
+def test_a_partial_micro_batch_weighs_its_samples(data):
+    """220 samples: the last window holds micro-batches of 8, 8, 8 and 4 (Keras: one of 28)."""
+    (x, y), val = data
+    x, y = np.concatenate([x, x[:20]]), np.concatenate([y, y[:20]])
+    on_ipu, on_cpu = _pair()
+    assert_history_equal(_fit(on_ipu, x, y, val, MICRO)[0], _fit(on_cpu, x, y, val, MICRO * G)[0])
+    assert_weights_equal(on_ipu.get_weights(), on_cpu.get_weights())
+
+
 def test_no_effect_on_evaluate_and_predict(data):
     (x, y), val = data
     on_ipu, _ = _pair()
