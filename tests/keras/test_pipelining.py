@@ -171,6 +171,17 @@ def test_functional_assignment_round_trip_and_summary():
     assert [a.pipeline_stage for a in model.get_pipeline_stage_assignment()] == [None] * 3
 
 
+def test_call_site_stage_takes_precedence_over_construction():
+    inputs = keras.Input(SHAPE)
+    with ipu.keras.PipelineStage(0):
+        flatten, dense = keras.layers.Flatten(), keras.layers.Dense(4)
+    hidden = flatten(inputs)
+    with ipu.keras.PipelineStage(1):
+        outputs = dense(hidden)
+    model = ipu.Model(inputs, outputs)
+    assert [a.pipeline_stage for a in model.get_pipeline_stage_assignment()] == [0, 1]
+
+
 @pytest.mark.parametrize("assignment,error,match", [
     ([0, 1], PipelineStageAssignmentError, r"length .* \(2\) does not match .* \(3\)"),
     ([1, 1, 1], PipelineStageAssignmentError, "first layer .* assigned to 1"),
