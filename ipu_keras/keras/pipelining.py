@@ -308,7 +308,14 @@ def device_mapping(model):
 
 def check_model(model, kind, accumulation):
     """The rules a pipelined model must meet before its `kind` step is compiled."""
-    validate(model, assignment_in_use(model))
+    in_use = assignment_in_use(model)
+    current = [a.layer for a in recorded_assignment(model)]
+    if [a.layer for a in in_use] != current:
+        raise PipelineStageAssignmentError(
+            f"The pipeline stage assignment of {model.name} no longer matches its layers "
+            f"(layers were added or removed since it was set): expected {len(current)} "
+            f"assignments. Received: {len(in_use)}. Call set_pipeline_stage_assignment again.")
+    validate(model, in_use)
     _check_overrides(model, kind)
     stages, mapping = stage_count(model), device_mapping(model)
     if len(mapping) != stages:

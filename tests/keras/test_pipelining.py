@@ -277,6 +277,15 @@ def test_fit_errors(data, setup, error, match):
     assert_weights_equal(model.get_weights(), before)
 
 
+def test_adding_a_layer_invalidates_the_assignment(data):
+    (x, y), _ = data
+    model = _pipelined_mlp(gradient_accumulation_steps_per_replica=4)
+    model.add(keras.layers.Dense(CLASSES, activation="softmax"))
+    with pytest.raises(PipelineStageAssignmentError, match="no longer matches its layers.*"
+                                                           "expected 4 assignments"):
+        model.fit(x[:32], y[:32], batch_size=MICRO, verbose=0)
+
+
 def test_interleaved_and_sequential_schedules_relax_the_depth(data):
     (x, y), _ = data
     interleaved = _pipelined_mlp(gradient_accumulation_steps_per_replica=2,
