@@ -106,20 +106,19 @@ class Accumulator:
     @property
     def count(self):
         """The int32 variable counting the micro-batches of the current window."""
-        if self._count is None:
-            with tf.init_scope():
-                self._count = tf.Variable(0, dtype=tf.int32, trainable=False,
-                                          name=f"{self.name}/count")
-        return self._count
+        return self._scalar("_count", 0, tf.int32, "count")
 
     @property
     def total(self):
         """The float32 variable summing the weights of the current window's micro-batches."""
-        if self._total is None:
+        return self._scalar("_total", 0.0, tf.float32, "total_weight")
+
+    def _scalar(self, attr, zero, dtype, suffix):
+        if getattr(self, attr) is None:
             with tf.init_scope():
-                self._total = tf.Variable(0.0, dtype=tf.float32, trainable=False,
-                                          name=f"{self.name}/total_weight")
-        return self._total
+                setattr(self, attr, tf.Variable(zero, dtype=dtype, trainable=False,
+                                                name=f"{self.name}/{suffix}"))
+        return getattr(self, attr)
 
     def accumulate(self, grads_and_vars, apply_fn, window_end=None, weight=None):
         """Adds one micro-batch's gradients; applies the window when it ends.
