@@ -1,0 +1,141 @@
+"""The names of IPU TensorFlow across SDK 2.1-3.4, and how ipu_keras answers each.
+
+Modules declare their names here: deprecated spellings through the decorators
+`deprecated_class`, `deprecated_method` and `deprecated_function` (which also make
+the name warn, once per process, with a `DeprecationWarning` naming the current
+spelling) or `warn_once`; every other name through `declare`. `rows()` collects
+the declarations of every declaring module and `markdown()` renders them as
+`docs/compatibility.md` (`python -m ipu_keras.compat > docs/compatibility.md`; a
+test checks that the file is current). This module imports nothing heavy.
+"""
+import functools
+import importlib
+import sys
+import threading
+import warnings
+
+SDKS = ("2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "3.0", "3.1", "3.2", "3.3", "3.4")
+
+# Every module that declares names; importing them fills the registry.
+DECLARING_MODULES = (
+    "ipu_keras._compat_names",
+    "ipu_keras.ipu_strategy",
+    "ipu_keras.ipu_infeed_queue",
+    "ipu_keras.ipu_outfeed_queue",
+    "ipu_keras.utils",
+    "ipu_keras.keras.layers",
+    "ipu_keras.keras.sdk21",
+)
+
+SUPPORTED = "supported"
+DEPRECATED = "deprecated alias"
+PENDING = "pending"
+NOT_SUPPORTED = "not supported"
+
+_ROWS = {}
+_warned = set()
+_lock = threading.Lock()
+
+
+def declare(name, status, how, since="2.1", until=None):
+    """Records how ipu_keras answers the IPU TensorFlow name `name`.
+
+    Args:
+        name: The name as IPU code spells it, e.g. `ipu.ipu_strategy.IPUStrategy`.
+        status: One of `SUPPORTED`, `DEPRECATED`, `PENDING`, `NOT_SUPPORTED`.
+        how: What ipu_keras does with it (one line).
+        since: The first SDK (of `SDKS`, or earlier) that had the name.
+        until: The first SDK without it, or None if SDK 3.4 still has it.
+    """
+    _ROWS[name] = (name, status, how, since, until)
+
+
+def warn_once(old, new):
+    """Warns with a DeprecationWarning, once per process, that `old` is now `new`."""
+    with _lock:
+        if old in _warned:
+            return
+        _warned.add(old)
+    warnings.warn(f"`{old}` is deprecated: use `{new}` instead. It works as in its SDK "
+                  "for now.", DeprecationWarning, stacklevel=3)
+
+
+def reset_warnings():
+    """Forgets which names warned (for tests that check a warning appears once)."""
+    with _lock:
+        _warned.clear()
+
+
+def deprecated_function(old, new, since, until):
+    """Decorates a function kept under an old name: it warns once, then runs."""
+    declare(old, DEPRECATED, f"works; warns once, use `{new}`", since, until)
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            warn_once(old, new)
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+deprecated_method = deprecated_function
+
+
+def deprecated_class(old, new, since, until):
+    """Decorates a class kept under an old name: constructing it warns once."""
+    declare(old, DEPRECATED, f"works; warns once, use `{new}`", since, until)
+
+    def decorate(cls):
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def __init__(self, *args, **kwargs):
+            warn_once(old, new)
+            original(self, *args, **kwargs)
+
+        cls.__init__ = __init__
+        return cls
+
+    return decorate
+
+
+def rows():
+    """Every declared name as (name, status, how, since, until), sorted by name."""
+    for module in DECLARING_MODULES:
+        importlib.import_module(module)
+    return [_ROWS[name] for name in sorted(_ROWS, key=str.lower)]
+
+
+def _range(since, until):
+    if until is None:
+        return f"{since}-3.4+" if since != "3.4" else "3.4"
+    last = SDKS[SDKS.index(until) - 1] if until in SDKS and SDKS.index(until) > 0 else until
+    return f"{since}-{last}"
+
+
+def markdown():
+    """`docs/compatibility.md`: the table of `rows()`."""
+    lines = [
+        "# Compatibility with IPU TensorFlow 2 (SDK 2.1-3.4)",
+        "",
+        "Generated from the declarations in the code (`ipu_keras/compat.py`); do not edit.",
+        "Regenerate with `python -m ipu_keras.compat > docs/compatibility.md`.",
+        "",
+        "`ipu.` is `import ipu_keras as ipu` (where IPU code had `from tensorflow.python "
+        "import ipu`); `keras.ipu.` is the SDK 2.6+ spelling, reached as `ipu_keras.keras.`.",
+        "A deprecated alias works as in its SDK and warns once with a `DeprecationWarning`",
+        "naming the current spelling.",
+        "",
+        "| name | status | how | in SDKs |",
+        "|---|---|---|---|",
+    ]
+    for name, status, how, since, until in rows():
+        lines.append(f"| `{name}` | {status} | {how} | {_range(since, until)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
