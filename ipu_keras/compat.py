@@ -10,6 +10,7 @@ test checks that the file is current). This module imports nothing heavy.
 """
 import functools
 import importlib
+import inspect
 import sys
 import threading
 import warnings
@@ -100,6 +101,36 @@ def deprecated_class(old, new, since, until):
         return cls
 
     return decorate
+
+
+class LegacySignature:
+    """A constructor that also accepts the form of an older SDK, warning once per old argument.
+
+    Args:
+        owner: The public name of the callable (for messages), e.g. `IPUOutfeedQueue`.
+        current: A function with the current signature, `self` first (only its signature
+            is used; set it as the constructor's `__signature__`).
+        legacy: A function with the older signature, `self` first.
+        renamed: Old argument name -> what to write instead (for the warning).
+        is_legacy: `(args, kwargs) -> bool`: the call (`self` first) uses the older form.
+    """
+
+    def __init__(self, owner, current, legacy, renamed, is_legacy):
+        self.owner = owner
+        self.current = inspect.signature(current)
+        self.legacy = inspect.signature(legacy)
+        self.renamed = renamed
+        self.is_legacy = is_legacy
+
+    def bind(self, args, kwargs):
+        """The arguments by name, with defaults applied; old names warn once each."""
+        old = self.is_legacy(args, kwargs) or any(k in self.renamed for k in kwargs)
+        bound = (self.legacy if old else self.current).bind(*args, **kwargs)
+        for name in bound.arguments:  # only the arguments the call gave
+            if name in self.renamed:
+                warn_once(f"{self.owner}({name}=...)", self.renamed[name])
+        bound.apply_defaults()
+        return bound.arguments
 
 
 def rows():

@@ -125,7 +125,8 @@ class IPUStrategy:
         Returns:
             A tensor or nested structure of tensors.
         """
-        op = tf.distribute.ReduceOp(reduce_op) if isinstance(reduce_op, str) else reduce_op
+        names = {op.value: op for op in tf.distribute.ReduceOp}
+        op = names.get(reduce_op.upper()) if isinstance(reduce_op, str) else reduce_op
         if not isinstance(op, tf.distribute.ReduceOp):
             raise ValueError(
                 "reduce expected a tf.distribute.ReduceOp (SUM or MEAN). Received: "
