@@ -10,7 +10,9 @@ test checks that the file is current). This module imports nothing heavy.
 """
 import functools
 import importlib
+import importlib.util
 import inspect
+import os
 import sys
 import threading
 import warnings
@@ -33,6 +35,8 @@ DEPRECATED = "deprecated alias"
 PENDING = "pending"
 NOT_SUPPORTED = "not supported"
 
+_LIBRARY_DIRS = tuple(os.path.dirname(spec.origin) + os.sep for spec in (
+    importlib.util.find_spec("ipu_keras"), importlib.util.find_spec("keras")) if spec)
 _ROWS = {}
 _warned = set()
 _lock = threading.Lock()
@@ -58,7 +62,15 @@ def warn_once(old, new):
             return
         _warned.add(old)
     warnings.warn(f"`{old}` is deprecated: use `{new}` instead. It works as in its SDK "
-                  "for now.", DeprecationWarning, stacklevel=3)
+                  "for now.", DeprecationWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel():
+    """The `stacklevel` of the first frame outside ipu_keras and keras: the user's line."""
+    frame, level = sys._getframe(2), 2  # the caller of warn_once is level 2
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def reset_warnings():
@@ -106,8 +118,10 @@ def deprecated_class(old, new, since, until):
 class LegacySignature:
     """A constructor that also accepts the form of an older SDK, warning once per old argument.
 
+    Each old argument is declared in the table as `owner(name=)`.
+
     Args:
-        owner: The public name of the callable (for messages), e.g. `IPUOutfeedQueue`.
+        owner: The public name of the callable, e.g. `ipu.ipu_outfeed_queue.IPUOutfeedQueue`.
         current: A function with the current signature, `self` first (only its signature
             is used; set it as the constructor's `__signature__`).
         legacy: A function with the older signature, `self` first.
@@ -121,6 +135,10 @@ class LegacySignature:
         self.legacy = inspect.signature(legacy)
         self.renamed = renamed
         self.is_legacy = is_legacy
+        until = "2.4"  # SDK 2.4 removed the SDK 2.1-2.3 arguments of the feeds
+        for name, new in renamed.items():
+            declare(f"{owner}({name}=)", DEPRECATED,
+                    f"accepted and ignored; warns once, use `{new}`", "2.1", until)
 
     def bind(self, args, kwargs):
         """The arguments by name, with defaults applied; old names warn once each."""
@@ -128,7 +146,7 @@ class LegacySignature:
         bound = (self.legacy if old else self.current).bind(*args, **kwargs)
         for name in bound.arguments:  # only the arguments the call gave
             if name in self.renamed:
-                warn_once(f"{self.owner}({name}=...)", self.renamed[name])
+                warn_once(f"{self.owner}({name}=)", self.renamed[name])
         bound.apply_defaults()
         return bound.arguments
 
@@ -141,10 +159,9 @@ def rows():
 
 
 def _range(since, until):
-    if until is None:
-        return f"{since}-3.4+" if since != "3.4" else "3.4"
-    last = SDKS[SDKS.index(until) - 1] if until in SDKS and SDKS.index(until) > 0 else until
-    return f"{since}-{last}"
+    """'2.1-3.4' style: from `since` to the last SDK before `until` (3.4 if None)."""
+    last = SDKS[-1] if until is None else SDKS[max(0, SDKS.index(until) - 1)]
+    return since if since == last else f"{since}-{last}"
 
 
 def markdown():
@@ -169,4 +186,7 @@ def markdown():
 
 
 if __name__ == "__main__":
-    sys.stdout.write(markdown())
+    # Run as a script this file is `__main__`; the declarations go to `ipu_keras.compat`.
+    from ipu_keras import compat as _registry
+
+    sys.stdout.write(_registry.markdown())

@@ -85,9 +85,6 @@ _RENAMED = {
     "data_to_prefetch": "IPUInfeedQueue(dataset, prefetch_depth=...)",
 }
 _SIGNATURE = compat.LegacySignature(
-    "IPUInfeedQueue", _current, _sdk21, _RENAMED,
+    "ipu.ipu_infeed_queue.IPUInfeedQueue", _current, _sdk21, _RENAMED,
     lambda args, kwargs: len(args) > 2 and isinstance(args[2], str))
 IPUInfeedQueue.__init__.__signature__ = inspect.signature(_current)
-for _name, _new in _RENAMED.items():
-    compat.declare(f"ipu.ipu_infeed_queue.IPUInfeedQueue({_name}=)", compat.DEPRECATED,
-                   f"accepted and ignored; warns once, use `{_new}`", "2.1", "2.4")

@@ -117,9 +117,6 @@ _RENAMED = {
     "io_batch_size": "IPUOutfeedQueue() (accumulate results on the device instead)",
 }
 _SIGNATURE = compat.LegacySignature(
-    "IPUOutfeedQueue", _current, _sdk21, _RENAMED,
+    "ipu.ipu_outfeed_queue.IPUOutfeedQueue", _current, _sdk21, _RENAMED,
     lambda args, kwargs: len(args) > 1 and isinstance(args[1], str))
 IPUOutfeedQueue.__init__.__signature__ = inspect.signature(_current)
-for _name, _new in _RENAMED.items():
-    compat.declare(f"ipu.ipu_outfeed_queue.IPUOutfeedQueue({_name}=)", compat.DEPRECATED,
-                   f"accepted and ignored; warns once, use `{_new}`", "2.1", "2.4")

@@ -107,8 +107,8 @@ class IPUStrategy:
         result = _executor.run(fn, tuple(args or ()), dict(kwargs or {}))
         return tf.nest.map_structure(_to_tensor, result)
 
-    @compat.deprecated_method("IPUStrategy.experimental_run_v2", "IPUStrategy.run",
-                              since="2.1", until="2.2")
+    @compat.deprecated_method("ipu.ipu_strategy.IPUStrategy.experimental_run_v2",
+                              "IPUStrategy.run", since="2.1", until="2.2")
     def experimental_run_v2(self, fn, args=(), kwargs=None, options=None):
         """Deprecated alias of `run` (the name of TensorFlow 2.1)."""
         return self.run(fn, args, kwargs, options)
@@ -153,6 +153,7 @@ def _to_tensor(value):
         value)
 
 
-@compat.deprecated_class("IPUStrategyV1", "IPUStrategy", since="2.0", until="2.6")
+@compat.deprecated_class("ipu.ipu_strategy.IPUStrategyV1", "ipu.ipu_strategy.IPUStrategy",
+                        since="2.1", until=None)
 class IPUStrategyV1(IPUStrategy):
-    """The name of `IPUStrategy` in SDK 2.0-2.5 (it went with the TF1-style strategy)."""
+    """The class behind `IPUStrategy` in IPU TensorFlow 2 (SDK 2.x-3.x); use `IPUStrategy`."""
