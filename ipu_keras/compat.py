@@ -172,8 +172,9 @@ def markdown():
         "Generated from the declarations in the code (`ipu_keras/compat.py`); do not edit.",
         "Regenerate with `python -m ipu_keras.compat > docs/compatibility.md`.",
         "",
-        "`ipu.` is `import ipu_keras as ipu` (where IPU code had `from tensorflow.python "
-        "import ipu`); `keras.ipu.` is the SDK 2.6+ spelling, reached as `ipu_keras.keras.`.",
+        "`ipu.` is `import ipu_keras as ipu` (where IPU code had",
+        "`from tensorflow.python import ipu`); `keras.ipu.` is the SDK 2.6+ spelling,",
+        "reached as `ipu_keras.keras.`.",
         "A deprecated alias works as in its SDK and warns once with a `DeprecationWarning`",
         "naming the current spelling.",
         "",

@@ -93,7 +93,8 @@ def test_feed_signatures_are_the_current_ones():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the current form does not warn
         ipu.ipu_outfeed_queue.IPUOutfeedQueue(ipu.ipu_outfeed_queue.IPUOutfeedMode.ALL, 0, 2)
-        ipu.ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.range(2).batch(1, drop_remainder=True), 0, 2)
+        batches = tf.data.Dataset.range(2).batch(1, drop_remainder=True)
+        ipu.ipu_infeed_queue.IPUInfeedQueue(batches, 0, 2)
     with pytest.raises(TypeError):
         ipu.ipu_outfeed_queue.IPUOutfeedQueue(no_such_argument=1)
 
