@@ -60,7 +60,9 @@ def test_mnist_cnn_in_scope_runs_on_ipu_and_equals_ipu_keras_sequential(executio
     assert np.isfinite(history["loss"]).all() and np.isfinite(scores).all()
 
 
-class Subclassed(keras.Model):
+class _Body:
+    """`__init__` and `call` shared by the Keras subclass and the ipu_keras one."""
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.flatten = keras.layers.Flatten()
@@ -70,14 +72,12 @@ class Subclassed(keras.Model):
         return self.dense(self.flatten(inputs))
 
 
-class IPUSubclassed(ipu.Model):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.flatten = keras.layers.Flatten()
-        self.dense = keras.layers.Dense(10, activation="softmax")
+class Subclassed(_Body, keras.Model):
+    pass
 
-    def call(self, inputs):
-        return self.dense(self.flatten(inputs))
+
+class IPUSubclassed(_Body, ipu.Model):
+    pass
 
 
 def test_subclassed_model_in_scope_equals_ipu_keras_model(executions):
@@ -178,3 +178,18 @@ def test_scopes_nest_and_unwind():
         assert extension.current_strategy() is outer
     assert extension.current_strategy() is None
     assert model._ipu_strategy is inner
+
+
+def test_saved_scope_model_loads_as_plain_keras_outside_and_as_ipu_model_inside(tmp_path):
+    path = str(tmp_path / "model.keras")
+    strategy = ipu.ipu_strategy.IPUStrategy()
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.save(path)
+    outside = keras.models.load_model(path)
+    assert type(outside) is keras.Sequential
+    with strategy.scope():
+        inside = keras.models.load_model(path)
+    assert isinstance(inside, IPUTrainerMixin) and isinstance(inside, keras.Sequential)
+    for got, want in zip(inside.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(got, want)
