@@ -127,18 +127,19 @@ class LegacySignature:
         legacy: A function with the older signature, `self` first.
         renamed: Old argument name -> what to write instead (for the warning).
         is_legacy: `(args, kwargs) -> bool`: the call (`self` first) uses the older form.
+        since: The first SDK of the older form (for the table).
+        until: The first SDK without it (SDK 2.4 removed the feeds' old arguments).
     """
 
-    def __init__(self, owner, current, legacy, renamed, is_legacy):
+    def __init__(self, owner, current, legacy, renamed, is_legacy, since="2.1", until="2.4"):
         self.owner = owner
         self.current = inspect.signature(current)
         self.legacy = inspect.signature(legacy)
         self.renamed = renamed
         self.is_legacy = is_legacy
-        until = "2.4"  # SDK 2.4 removed the SDK 2.1-2.3 arguments of the feeds
         for name, new in renamed.items():
             declare(f"{owner}({name}=)", DEPRECATED,
-                    f"accepted and ignored; warns once, use `{new}`", "2.1", until)
+                    f"accepted and ignored; warns once, use `{new}`", since, until)
 
     def bind(self, args, kwargs):
         """The arguments by name, with defaults applied; old names warn once each."""
