@@ -59,3 +59,26 @@ def test_gradient_accumulation_count_forwards_and_warns_once(form, fresh_warning
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
     assert any(not np.allclose(a, b) for a, b in zip(got, unaccumulated))
+
+
+def test_sdk21_script_configures_and_accumulates(fresh_warnings):
+    """An SDK 2.1 script unchanged but for its imports: old configuration, IPUStrategyV1,
+    `ipu.keras.Sequential(..., gradient_accumulation_count=)`, fit."""
+    with pytest.warns(DeprecationWarning):
+        cfg = ipu.utils.create_ipu_config()
+        cfg = ipu.utils.auto_select_ipus(cfg, 1)
+        ipu.utils.configure_ipu_system(cfg)
+        strategy = ipu.ipu_strategy.IPUStrategyV1()
+    try:
+        with strategy.scope():
+            with pytest.warns(DeprecationWarning, match="gradient_accumulation_count"):
+                model = ipu.keras.Sequential(_layers(), gradient_accumulation_count=COUNT)
+            explicit = ipu.keras.Sequential(_layers())
+            explicit.set_gradient_accumulation_options(
+                gradient_accumulation_steps_per_replica=COUNT)
+            weights = model.get_weights()
+            got, want = _fit(model, weights), _fit(explicit, weights)
+    finally:
+        ipu.config.reset_ipu_configuration()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
