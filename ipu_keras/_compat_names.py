@@ -1,10 +1,13 @@
 """The IPU TensorFlow names that need no code of their own in `compat.py`'s table.
 
 Deprecated spellings are declared where they are implemented (by the decorators of
-`compat.py`); this module declares the current names, the pending ones (pipelining,
-replication: other work in progress) and the ones that will not be supported.
+`compat.py`); this module declares the current names, the ones other work is adding
+(supported as soon as the code has them, pending until then) and the ones that will
+not be supported.
 """
+from ipu_keras import keras as ipu_keras_keras
 from ipu_keras.compat import NOT_SUPPORTED, PENDING, SUPPORTED, declare
+from ipu_keras.keras.trainer import IPUTrainerMixin
 
 _SUPPORTED = (
     # name, how, since
@@ -33,31 +36,27 @@ _SUPPORTED = (
      "2.2"),
 )
 
-_PENDING = (
-    ("ipu.keras.PipelineModel", "pipelining work in progress", "2.0", "2.2"),
-    ("ipu.keras.PipelineSequential", "pipelining work in progress", "2.0", "2.2"),
-    ("keras.ipu.PipelineStage", "as `ipu_keras.keras.PipelineStage`: pipelining work in "
-     "progress", "2.6", None),
-    ("keras.ipu.FunctionalLayerPipelineStageAssignment", "pipelining work in progress", "2.6",
-     None),
-    ("keras.ipu.SequentialLayerPipelineStageAssignment", "pipelining work in progress", "2.6",
-     None),
-    ("keras.ipu.ModelLayerPipelineStageAssignment", "pipelining work in progress", "2.6",
-     None),
-    ("keras.ipu.NestedModelPipelineStageAssignment", "pipelining work in progress", "2.6",
-     None),
-    ("keras.ipu.FunctionalNestedModelPipelineStageAssignment", "pipelining work in progress",
-     "2.6", None),
-    ("keras.ipu.SequentialNestedModelPipelineStageAssignment", "pipelining work in progress",
-     "2.6", None),
-    ("keras.ipu.ReplicatedMetricReductionMethod", "replication work in progress", "2.6",
-     None),
-    ("model.set_pipelining_options", "pipelining work in progress", "2.2", None),
-    ("model.set_pipeline_stage_assignment", "pipelining work in progress", "2.2", None),
-    ("model.get_pipeline_stage_assignment", "pipelining work in progress", "2.2", None),
-    ("model.set_gradient_accumulation_options", "gradient accumulation work in progress",
-     "2.2", None),
-    ("model.set_replication_options", "replication work in progress", "2.5", None),
+# Names other work adds (pipelining, accumulation, replication): supported as soon as
+# `ipu_keras.keras` (for `keras.ipu.X`) or the trainer mixin (for `model.X`) has them.
+_KERAS_IPU = (  # name, since, until
+    ("PipelineStage", "2.6", None),
+    ("FunctionalLayerPipelineStageAssignment", "2.6", None),
+    ("SequentialLayerPipelineStageAssignment", "2.6", None),
+    ("ModelLayerPipelineStageAssignment", "2.6", None),
+    ("NestedModelPipelineStageAssignment", "2.6", None),
+    ("FunctionalNestedModelPipelineStageAssignment", "2.6", None),
+    ("SequentialNestedModelPipelineStageAssignment", "2.6", None),
+    ("ReplicatedMetricReductionMethod", "2.6", None),
+)
+_OLD_KERAS = (("PipelineModel", "2.0", "2.2"), ("PipelineSequential", "2.0", "2.2"))
+_MODEL_METHODS = (  # name, since
+    ("set_gradient_accumulation_options", "2.2"),
+    ("set_pipelining_options", "2.2"),
+    ("set_pipeline_stage_assignment", "2.2"),
+    ("get_pipeline_stage_assignment", "2.2"),
+    ("reset_pipeline_stage_assignment", "2.2"),
+    ("print_pipeline_stage_assignment_summary", "2.2"),
+    ("set_replication_options", "2.5"),
 )
 
 _NOT_SUPPORTED = (
@@ -73,7 +72,19 @@ for _name, _how, _since in _SUPPORTED:
 declare("ipu.keras.Model", SUPPORTED, "`ipu_keras.Model` (Keras models created in "
         "`IPUStrategy().scope()` behave the same)", "2.0", "2.2")
 declare("ipu.keras.Sequential", SUPPORTED, "`ipu_keras.Sequential`", "2.0", "2.2")
-for _name, _how, _since, _until in _PENDING:
-    declare(_name, PENDING, _how, _since, _until)
+
+for _name, _since, _until in _KERAS_IPU:
+    if hasattr(ipu_keras_keras, _name):
+        declare(f"keras.ipu.{_name}", SUPPORTED, f"`ipu_keras.keras.{_name}`", _since, _until)
+    else:
+        declare(f"keras.ipu.{_name}", PENDING, f"to come as `ipu_keras.keras.{_name}`", _since,
+                _until)
+for _name, _since, _until in _OLD_KERAS:
+    declare(f"ipu.keras.{_name}", PENDING, "to come with pipelining", _since, _until)
+for _name, _since in _MODEL_METHODS:
+    if hasattr(IPUTrainerMixin, _name):
+        declare(f"model.{_name}", SUPPORTED, "a method of the IPU trainer mixin", _since)
+    else:
+        declare(f"model.{_name}", PENDING, "to come in the IPU trainer mixin", _since)
 for _name, _how, _since, _until in _NOT_SUPPORTED:
     declare(_name, NOT_SUPPORTED, _how, _since, _until)
