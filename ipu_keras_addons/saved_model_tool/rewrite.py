@@ -125,22 +125,24 @@ def _remove(sig, removed, option):
 
 
 def split_excluded(sig, excluded):
-    """(host SignatureGraph or None, IPU SignatureGraph) for the excluded head `excluded`.
+    """(host SignatureGraph or None, IPU SignatureGraph) for the excluded nodes.
 
-    The host part computes, from the signature inputs, every tensor an IPU node reads from
-    an excluded node; in the IPU part those tensors become placeholders (new inputs keyed
-    by tensor name). An excluded node that reads an IPU node is refused.
+    What an excluded node reads runs on the host too (its ancestors join it), so the host
+    part is the graph's head: it computes, from the signature inputs, every tensor an IPU
+    node reads from it. In the IPU part those tensors become placeholders (new inputs keyed
+    by the tensor's name with '/' and ':' made '_').
     """
     if not excluded:
         return None, sig
     nodes = _nodes(sig)
     input_nodes = {_node_of(t) for t, _ in sig.inputs.values()}
-    for name in sorted(excluded):
-        bad = [i for i in nodes[name].input if _node_of(i) not in excluded | input_nodes]
-        if bad:
-            raise ConversionConfigError(
-                f"excluded_nodes expected the excluded nodes to form the graph's head (read "
-                f"only inputs and other excluded nodes). Received: '{name}' reads {bad}.")
+    excluded, stack = set(), list(excluded)
+    while stack:
+        name = stack.pop()
+        if name in excluded or name in input_nodes:
+            continue
+        excluded.add(name)
+        stack.extend(_node_of(i) for i in nodes[name].input)
     ipu = sig.copy()
     boundary, specs = {}, _tensor_specs(sig)
     for node in ipu.graph_def.node:
