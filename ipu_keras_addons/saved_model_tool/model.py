@@ -108,16 +108,17 @@ def load_signature(directory, tag_set, key=DEFAULT_SIGNATURE):
         tensor = by_name.get(spec.name, by_name.get(name))
         tensor = frozen.inputs[i] if tensor is None else tensor
         inputs[name] = (tensor.name, tf.TensorSpec(spec.shape, spec.dtype, name))
+    # Freezing keeps the outputs' order (the signature's keys, sorted) but not their keys.
+    keys = _output_keys(function.structured_outputs)
     outputs = {k: (t.name, tf.TensorSpec(t.shape, t.dtype, k))
-               for k, t in _output_dict(frozen.structured_outputs).items()}
+               for k, t in zip(keys, tf.nest.flatten(frozen.structured_outputs))}
     return SignatureGraph(frozen.graph.as_graph_def(), inputs, outputs)
 
 
-def _output_dict(structured):
+def _output_keys(structured):
     if isinstance(structured, dict):
-        return structured
-    flat = tf.nest.flatten(structured)
-    return {f"output_{i}": t for i, t in enumerate(flat)}
+        return sorted(structured)
+    return [f"output_{i}" for i in range(len(tf.nest.flatten(structured)))]
 
 
 def _importing_body(sig, parameter_names, placement=None):

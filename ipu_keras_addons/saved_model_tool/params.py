@@ -54,8 +54,7 @@ class ConversionParams:
 
 
 _TYPES = {f.name: f.type for f in dataclasses.fields(ConversionParams)}
-_JSON_TYPES = {"int": int, "float": (int, float), "str": str, "bool": bool, "list": list,
-               "dict": dict}
+_JSON_TYPES = {int: int, float: (int, float), str: str, bool: bool, list: list, dict: dict}
 
 
 def parse_json(text, option):
@@ -107,9 +106,9 @@ def make_params(values, config_file=None):
                 continue
             kind = _TYPES[key]
             if value is not None and (not isinstance(value, _JSON_TYPES[kind]) or (
-                    kind != "bool" and isinstance(value, bool))):
+                    kind is not bool and isinstance(value, bool))):
                 raise ConversionConfigError(
-                    f"--config_file option '{key}' expected a JSON {kind}. Received: "
+                    f"--config_file option '{key}' expected a JSON {kind.__name__}. Received: "
                     f"{key}={value!r}.")
             setattr(params, key, value)
     validate(params)

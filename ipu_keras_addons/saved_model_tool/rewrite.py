@@ -144,13 +144,20 @@ def split_excluded(sig, excluded):
         excluded.add(name)
         stack.extend(_node_of(i) for i in nodes[name].input)
     ipu = sig.copy()
-    boundary, specs = {}, _tensor_specs(sig)
+    boundary, specs, taken = {}, _tensor_specs(sig), set(nodes)
     for node in ipu.graph_def.node:
-        for i, name in enumerate(node.input):
-            if not name.startswith("^") and _node_of(name) in excluded:
+        if node.name in excluded:
+            continue
+        inputs = list(node.input)
+        del node.input[:]
+        for name in inputs:
+            if _node_of(name) not in excluded:
+                node.input.append(name)
+            elif not name.startswith("^"):  # control edges from the host part are dropped
                 tensor = name if ":" in name else name + ":0"
-                boundary.setdefault(tensor, tensor.replace(":", "_").replace("/", "_"))
-                node.input[i] = boundary[tensor]
+                if tensor not in boundary:
+                    boundary[tensor] = _unique("host_" + re.sub(r"\W", "_", tensor), taken)
+                node.input.append(boundary[tensor])
     host = sig.copy()
     host.outputs = {p: (t, specs[t]) for t, p in boundary.items()}
     kept = [n for n in ipu.graph_def.node if n.name not in excluded]
@@ -163,6 +170,14 @@ def split_excluded(sig, excluded):
     ipu.inputs.update({k: v for k, v in sig.inputs.items() if any(
         _node_of(v[0]) == _node_of(i) for n in kept for i in n.input)})
     return host, ipu
+
+
+def _unique(name, taken):
+    candidate, i = name, 1
+    while candidate in taken:
+        candidate, i = f"{name}_{i}", i + 1
+    taken.add(candidate)
+    return candidate
 
 
 def _placeholder(name, dtype):
