@@ -54,7 +54,8 @@ def _parser():
     run.add_argument("--tf_debug", action="store_true", help="accepted; has no effect")
     run.add_argument("--worker", help="accepted; has no effect (the device is simulated)")
     run.add_argument("--init_ipu", action="store_true",
-                     help="configure the simulated IPU system from the options below")
+                     help="configure the simulated IPU system from the options below first "
+                          "(they are used for compiling either way)")
     _add_ipu_options(run)
     convert = commands.add_parser("convert", help="convert a SavedModel for the IPU")
     convert.add_argument("--dir", required=True)
@@ -106,6 +107,8 @@ def _run(args):
     feeds = inputs.parse_inputs(args.inputs, args.input_exprs, args.input_examples)
     options = runner.IPUOptions(args.num_ipus, args.matmul_amp, args.conv_amp,
                                 args.matmul_partial_type, args.conv_partial_type)
+    if args.init_ipu:  # as the original: configure the IPU system before running
+        options.config().configure_ipu_system()
     result = run.run_saved_model(args.dir, args.tag_set, args.signature_def, feeds, options)
     paths = run.save_outputs(result.outputs, args.outdir, args.overwrite) if args.outdir else {}
     for key in sorted(result.outputs):
@@ -130,7 +133,7 @@ def _convert(args):
                              args.overwrite)
     print(f"Converted SavedModel written to {report['output_dir']} ({report['nodes']} nodes "
           f"for the IPU, {len(report['excluded'])} kept on the host)")
-    for key in ("placement", "solution", "executable", "conversion_params"):
+    for key in ("precision", "placement", "solution", "executable", "conversion_params"):
         if key in report:
             print(f"  {key}: {report[key]}")
     for attempt in report.get("auto_search", []):

@@ -41,8 +41,9 @@ def convert(directory, output_dir, tag_set, params, overwrite=False):
     if params.gelu_replacement:
         sig = rewrite.replace_gelu(sig, params.gelu_replacement, rewrite.node_dtypes(sig))
     names = placement.placeable_nodes(sig)
-    excluded = set(names) if params.no_ipu_placement else rewrite.match_nodes(
-        names, params.excluded_nodes, "excluded_nodes")
+    excluded = rewrite.match_nodes(names, params.excluded_nodes, "excluded_nodes")
+    if params.no_ipu_placement:  # the whole graph stays on the host: nothing to split off
+        excluded = set()
     if params.int64_to_int32_conversion:
         sig = rewrite.convert_int64(sig, excluded)
     if params.precision_mode:
@@ -55,6 +56,10 @@ def convert(directory, output_dir, tag_set, params, overwrite=False):
     host = None if params.remove_excluded_nodes else host
     report = {"output_dir": output_dir, "nodes": len(ipu.graph_def.node),
               "excluded": sorted(excluded)}
+    if params.precision_mode:
+        casts = sum("/CastInsertion_" in n.name for n in sig.graph_def.node)
+        report["precision"] = (f"{params.precision_mode}, node outputs by dtype "
+                               f"{rewrite.dtype_counts(sig)}, {casts} casts inserted")
     mapping = _placement(ipu, params, output_dir, report)
     model.save_signature(saved, output_dir, model.split_tags(tag_set))
     _write_sidecar(output_dir, saved, ipu, host, mapping)

@@ -2,7 +2,7 @@
 
 An original SavedModel's signature is frozen, traced and compiled now with the `run`
 options. A converted one (`convert.is_converted`) runs its excluded head on the host with
-TensorFlow, then its IPU part: with the embedded executable as compiled by `convert`
+TensorFlow (all of it with `no_ipu_placement`), then its IPU part: with the embedded executable as compiled by `convert`
 (no recompilation; the `run` IPU options do not apply, as in the original), otherwise
 compiled now with the `run` options and the recorded placement.
 """
@@ -27,6 +27,8 @@ def run_saved_model(directory, tag_set, signature_def, feeds, options=None):
         return runner.execute(runner.compile_signature(sig, shapes, options), sig, arrays)
     specs, ipu, host, mapping, params, executable = convert.load_converted(directory)
     arrays = check_inputs(feeds, {k: spec for k, (_, spec) in specs.items()})
+    if params.get("no_ipu_placement"):
+        return runner.host_result(_run_on_host(ipu, arrays))
     if host is not None:
         arrays.update(_run_on_host(host, arrays))
     arrays = {k: arrays[k] for k in ipu.inputs}

@@ -59,6 +59,9 @@ class RunResult:
 
     def summary_lines(self):
         """The lines `run` prints after the results."""
+        if not self.executions:
+            return ["No node is placed on the IPU (no_ipu_placement): TensorFlow ran the "
+                    "graph on the host."]
         t, total = self.target, max(sum(self.cycles.values()), 1)
         split = ", ".join(f"{k} {100 * self.cycles[k] / total:.1f}%" for k in CYCLE_KINDS)
         source = "embedded executable" if self.embedded else "compiled now"
@@ -70,6 +73,11 @@ class RunResult:
             f"Fullest tile: {self.memory['max_tile']} with {self.memory['max_tile_bytes']:,} "
             f"of {t['bytes_per_tile']:,} bytes",
         ]
+
+
+def host_result(outputs):
+    """The RunResult of a graph that ran on the host only."""
+    return RunResult(outputs, dict.fromkeys(CYCLE_KINDS, 0), 0, {}, {})
 
 
 def trace_signature(sig, input_shapes, placement=None, batch_per_step=0):

@@ -165,3 +165,12 @@ def test_config_file_overrides_the_command_line(tmp_path):
 
 def test_converted_model_keeps_the_tag_set_signature(cnn_fp16):
     assert model.tag_sets(cnn_fp16) == [["serve"]]
+
+
+def test_no_ipu_placement_runs_on_the_host(mlp_dir, tmp_path):
+    out = _convert(mlp_dir, tmp_path / "out", "--no_ipu_placement")
+    x = np.ones((2, 6), np.float32)
+    result = run.run_saved_model(out, "serve", "serving_default", {"features": x})
+    assert result.executions == 0 and "No node is placed on the IPU" in result.summary_lines()[0]
+    np.testing.assert_allclose(result.outputs["output_0"], _tf(mlp_dir, features=x)["output_0"],
+                               rtol=1e-6)
