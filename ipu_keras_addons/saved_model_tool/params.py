@@ -78,16 +78,22 @@ def parse_sharding(text):
             f"IPU, such as '[[\"^dense\"], [\"^dense_1\"]]'. Received: {text!r} ({e}).") from None
 
 
-def load_config_file(path):
-    """The dict in the JSON file `path` (designed errors for a missing or malformed file)."""
+def read_json_file(path, option):
+    """The JSON value in file `path` of `option`; designed errors for a missing or
+    malformed file (with line and column)."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise ConversionConfigError(
-            f"--config_file expected a readable JSON file. Received: config_file={path!r} "
-            f"({e.strerror}).") from None
-    config = parse_json(text, f"--config_file '{path}'")
+            f"{option} expected a readable JSON file. Received: {path!r} ({e.strerror}).") \
+            from None
+    return parse_json(text, f"{option} '{path}'")
+
+
+def load_config_file(path):
+    """The dict of options in the JSON file `path`."""
+    config = read_json_file(path, "--config_file")
     if not isinstance(config, dict):
         raise ConversionConfigError(
             f"--config_file expected a JSON object of options. Received: a JSON "

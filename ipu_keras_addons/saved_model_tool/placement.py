@@ -20,6 +20,7 @@ from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.compiler.pipeline import GRAPH_PASSES
 from ipu_keras.errors import ConversionConfigError
 from ipu_keras_addons.saved_model_tool import rewrite
+from ipu_keras_addons.saved_model_tool.params import read_json_file
 
 AUTO_SOLUTION = "greedy_search_solutions.pipeconfig"
 MANUAL_SOLUTION = "manual.pipeconfig"
@@ -82,16 +83,7 @@ def write_solution(path, stages, device_mapping):
 
 def load_solution(path, sig):
     """(stages, device_mapping) from a solution file, checked against the graph."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise ConversionConfigError(
-            f"pipeline_cfg 'solution_path' expected a readable solution file. Received: "
-            f"solution_path={path!r} ({e.strerror}).") from None
-    from ipu_keras_addons.saved_model_tool.params import parse_json
-
-    solution = parse_json(text, f"pipeline solution file '{path}'")
+    solution = read_json_file(path, "pipeline_cfg 'solution_path'")
     mapping = solution.get("pipeline_mapping") if isinstance(solution, dict) else None
     if not isinstance(mapping, dict):
         raise ConversionConfigError(

@@ -2,9 +2,10 @@
 
 An original SavedModel's signature is frozen, traced and compiled now with the `run`
 options. A converted one (`convert.is_converted`) runs its excluded head on the host with
-TensorFlow (all of it with `no_ipu_placement`), then its IPU part: with the embedded executable as compiled by `convert`
-(no recompilation; the `run` IPU options do not apply, as in the original), otherwise
-compiled now with the `run` options and the recorded placement.
+TensorFlow (all of it with `no_ipu_placement`), then its IPU part: with the embedded
+executable as compiled by `convert` (no recompilation; the `run` IPU options do not apply,
+as in the original), otherwise compiled now with the `run` options and the recorded
+placement.
 """
 import os
 

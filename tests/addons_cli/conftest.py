@@ -58,12 +58,14 @@ class _GeluModel(tf.Module):
             return {"y": tf.matmul(g, self.w2, name="MatMul")}
 
 
+def _save_module(module, path):
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.__call__})
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def gelu_dir(saved_models):
-    module = _GeluModel()
-    path = str(saved_models / "gelu")
-    tf.saved_model.save(module, path, signatures={"serving_default": module.__call__})
-    return path
+    return _save_module(_GeluModel(), saved_models / "gelu")
 
 
 class _Int64Model(tf.Module):
@@ -83,10 +85,7 @@ class _Int64Model(tf.Module):
 
 @pytest.fixture(scope="session")
 def int64_dir(saved_models):
-    module = _Int64Model()
-    path = str(saved_models / "int64")
-    tf.saved_model.save(module, path, signatures={"serving_default": module.__call__})
-    return path
+    return _save_module(_Int64Model(), saved_models / "int64")
 
 
 @pytest.fixture(scope="session")
