@@ -14,6 +14,7 @@ import os
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
+from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 from tensorflow.python.tools import saved_model_utils
 
@@ -121,7 +122,7 @@ def _output_keys(structured):
     return [f"output_{i}" for i in range(len(tf.nest.flatten(structured)))]
 
 
-def _importing_body(sig, parameter_names, placement=None):
+def importing_body(sig, parameter_names=None, placement=None):
     """A Python function computing `sig`'s outputs (a dict) by importing its graph.
 
     With `placement` (node name -> (shard, stage), either None), the graph is imported in
@@ -129,6 +130,8 @@ def _importing_body(sig, parameter_names, placement=None):
     `scopes.pipeline_stage(stage)`, so the ops are made under the user's placement scopes.
     """
     keys = sorted(sig.inputs)
+    if parameter_names is None:
+        parameter_names = [f"ipu_saved_model_input_{i}" for i in range(len(keys))]
 
     def body(*args):
         env = {_tensor_name(sig.inputs[k][0]): a for k, a in zip(keys, args)}
@@ -199,8 +202,7 @@ def graph_function(sig, input_shapes, placement=None):
     stage)) makes each node under its `ipu_shard` / `pipeline_stage` scopes.
     """
     keys = sorted(sig.inputs)
-    body = _importing_body(sig, [f"ipu_saved_model_input_{i}" for i in range(len(keys))],
-                           placement)
+    body = importing_body(sig, placement=placement)
     specs = [tf.TensorSpec(input_shapes[k], sig.inputs[k][1].dtype) for k in keys]
     return tf.function(body, autograph=False).get_concrete_function(*specs)
 
@@ -208,13 +210,12 @@ def graph_function(sig, input_shapes, placement=None):
 def save_signature(sig, directory, tags, key=DEFAULT_SIGNATURE):
     """Writes `sig` as a SavedModel TensorFlow can load and run, signature `key`."""
     keys = sorted(sig.inputs)
-    body = _importing_body(sig, keys)
+    body = importing_body(sig, keys)
     specs = [tf.TensorSpec(sig.inputs[k][1].shape, sig.inputs[k][1].dtype, k) for k in keys]
     function = tf.function(body, input_signature=specs, autograph=False)
     module = tf.Module()
     module.serve = function
-    tf.saved_model.save(module, directory, signatures={key: function.get_concrete_function()},
-                        options=tf.saved_model.SaveOptions())
+    tf.saved_model.save(module, directory, signatures={key: function.get_concrete_function()})
     _retag(directory, tags)
 
 
@@ -222,8 +223,6 @@ def _retag(directory, tags):
     """tf.saved_model.save always writes tag 'serve'; keep the original's tag set."""
     if tags == ["serve"]:
         return
-    from tensorflow.core.protobuf import saved_model_pb2
-
     path = os.path.join(directory, "saved_model.pb")
     model = saved_model_pb2.SavedModel()
     with open(path, "rb") as f:

@@ -16,8 +16,8 @@ from ipu_keras import config as ipu_config
 from ipu_keras._compile import compile_for_ipu
 from ipu_keras.compiler.executable import CYCLE_KINDS
 from ipu_keras.runtime import Session
-from ipu_keras.tracer.trace import import_concrete
-from ipu_keras_addons.saved_model_tool.model import graph_function
+from ipu_keras.tracer import trace
+from ipu_keras_addons.saved_model_tool import model
 
 
 @dataclasses.dataclass
@@ -83,31 +83,33 @@ def host_result(outputs):
 def trace_signature(sig, input_shapes, placement=None, batch_per_step=0):
     """The traced IR of `sig` (inputs in sorted key order), looped when batch_per_step > 0.
 
-    With a loop, each input gets a leading axis of `batch_per_step` micro-batches and the
-    graph runs once per micro-batch inside one on-device while loop.
+    The project's tracer (`ipu_keras.tracer.trace`) traces the function that imports the
+    graph, node runs made under their placement scopes (`model.importing_body`). With a
+    loop, each input gets a leading axis of `batch_per_step` micro-batches and the graph
+    runs once per micro-batch inside one on-device loop (`tf.map_fn`).
     """
-    concrete = graph_function(sig, input_shapes, placement)
+    keys = sorted(sig.inputs)
+    body = model.importing_body(sig, placement=placement)
+    lead = [batch_per_step] if batch_per_step > 0 else []
+    examples = [np.zeros(lead + list(input_shapes[k]), sig.inputs[k][1].dtype.as_numpy_dtype)
+                for k in keys]
     if batch_per_step > 0:
-        concrete = _looped(concrete, sig, input_shapes, batch_per_step)
-    return import_concrete(concrete, len(sig.inputs))
+        body = _looped(body, sig, input_shapes)
+    return trace(body, examples)
 
 
-def _looped(concrete, sig, input_shapes, batch_per_step):
-    keys, outs = sorted(sig.inputs), sorted(sig.outputs)
+def _looped(body, sig, input_shapes):
+    outs = sorted(sig.outputs)
+    # The loop's output lists need static element shapes: those of one micro-batch.
+    step = model.graph_function(sig, input_shapes).structured_outputs
+    specs = tuple(tf.TensorSpec(step[k].shape, step[k].dtype) for k in outs)
 
     def loop(*stacked):
-        def step(xs):
-            results = concrete(*xs)
-            return tuple(results[k] for k in outs)
-
-        signature = tuple(tf.TensorSpec(concrete.structured_outputs[k].shape,
-                                        concrete.structured_outputs[k].dtype) for k in outs)
-        mapped = tf.map_fn(step, tuple(stacked), fn_output_signature=signature)
+        mapped = tf.map_fn(lambda xs: tuple(body(*xs)[k] for k in outs), tuple(stacked),
+                           fn_output_signature=specs)
         return dict(zip(outs, mapped))
 
-    specs = [tf.TensorSpec([batch_per_step] + list(input_shapes[k]), sig.inputs[k][1].dtype)
-             for k in keys]
-    return tf.function(loop, autograph=False).get_concrete_function(*specs)
+    return loop
 
 
 def compile_signature(sig, input_shapes, options, placement=None, batch_per_step=0):
