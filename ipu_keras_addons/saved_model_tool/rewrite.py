@@ -61,6 +61,14 @@ def _gelu_function(dtype):
     return fdef
 
 
+def _add_gelu_function(sig, dtype):
+    """Adds the GELU function of `dtype` to the graph's library (once); returns its name."""
+    name = f"{GELU_FUNCTION}_{tf.as_dtype(dtype).name}"
+    if name not in {f.signature.name for f in sig.graph_def.library.function}:
+        sig.graph_def.library.function.add().CopyFrom(_gelu_function(dtype))
+    return name
+
+
 def replace_gelu(sig, rules, node_dtype):
     """Replaces the nodes of `rules["nodes"]` with one `IpuGelu` call per GELU input.
 
@@ -80,10 +88,8 @@ def replace_gelu(sig, rules, node_dtype):
     gelu_of = {}
     for source in sources:
         dtype = node_dtype[source]
-        fdef = _gelu_function(dtype)
-        if fdef.signature.name not in {f.signature.name for f in sig.graph_def.library.function}:
-            sig.graph_def.library.function.add().CopyFrom(fdef)
-        node = sig.graph_def.node.add(name=f"{source}/{GELU_FUNCTION}", op=fdef.signature.name)
+        node = sig.graph_def.node.add(name=f"{source}/{GELU_FUNCTION}",
+                                      op=_add_gelu_function(sig, dtype))
         node.input.append(source)
         gelu_of[source] = node.name
     for user in users:
@@ -221,9 +227,20 @@ def convert_precision(sig, mode, excluded=()):
     `excluded` and library calls; casts named `<consumer>/CastInsertion_<i>` join them.
     FP32: the reverse."""
     src, dst = (tf.float32, tf.float16) if mode == "FP16" else (tf.float16, tf.float32)
+    converted = _inner_nodes(sig) - set(excluded)
     library = {f.signature.name for f in sig.graph_def.library.function}
-    nodes = {n.name for n in sig.graph_def.node if n.op not in library} & _inner_nodes(sig)
-    return retype(sig, src, dst, nodes - set(excluded), "precision_mode")
+    nodes = {n.name for n in sig.graph_def.node if n.op not in library or n.op.startswith(
+        GELU_FUNCTION)}
+    return retype(sig, src, dst, nodes & converted, "precision_mode",
+                  edit=lambda new: _retype_gelu_calls(new, src, dst, converted))
+
+
+def _retype_gelu_calls(sig, src, dst, converted):
+    """Points the converted GELU calls at the function of the new dtype."""
+    for node in sig.graph_def.node:
+        if node.name in converted and node.op == f"{GELU_FUNCTION}_{src.name}":
+            _add_gelu_function(sig, dst)
+            node.op = f"{GELU_FUNCTION}_{dst.name}"
 
 
 def _inner_nodes(sig):
@@ -231,13 +248,16 @@ def _inner_nodes(sig):
     return {n.name for n in sig.graph_def.node} - edges
 
 
-def retype(sig, src, dst, converted, option):
+def retype(sig, src, dst, converted, option, edit=None):
     """Changes dtype `src` to `dst` in the nodes `converted` and inserts casts between them
-    and the other nodes; returns the new SignatureGraph."""
+    and the other nodes; returns the new SignatureGraph. `edit(new_sig)`, if given, makes
+    the changes to nodes that have no dtype attributes (which function they call)."""
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(sig.graph_def, name="")
     sig = sig.copy()
+    if edit is not None:
+        edit(sig)
     old_in = {op.name: [t.dtype for t in op.inputs] for op in graph.get_operations()}
     old_out = {t.name: t.dtype for op in graph.get_operations() for t in op.outputs}
 

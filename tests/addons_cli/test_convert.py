@@ -174,3 +174,19 @@ def test_no_ipu_placement_runs_on_the_host(mlp_dir, tmp_path):
     assert result.executions == 0 and "No node is placed on the IPU" in result.summary_lines()[0]
     np.testing.assert_allclose(result.outputs["output_0"], _tf(mlp_dir, features=x)["output_0"],
                                rtol=1e-6)
+
+
+def test_gelu_call_follows_fp16(gelu_dir, tmp_path):
+    rules = {"nodes": ["intermediate/truediv$", "intermediate/Erf$", "intermediate/add$",
+                       "intermediate/mul$", "intermediate/gelu_mul$"],
+             "node_as_gelu_input": ["intermediate/BiasAdd$"],
+             "node_use_gelu_output": ["output/MatMul$"]}
+    out = _convert(gelu_dir, tmp_path / "out", "--gelu_replacement", json.dumps(rules),
+                   "--precision_mode", "FP16")
+    sig = convert.load_converted(out)[1]
+    assert [n.op for n in sig.graph_def.node if n.op.startswith(rewrite.GELU_FUNCTION)] == [
+        rewrite.GELU_FUNCTION + "_float16"]
+    x = np.random.default_rng(3).normal(size=(3, 5)).astype(np.float32)
+    got = run.run_saved_model(out, "serve", "serving_default", {"x": x}).outputs["y"]
+    # Same FP16 bound as the CNN's, relative to these outputs' size (|y| up to ~10).
+    np.testing.assert_allclose(got, _tf(out, x=x)["y"], rtol=FP16_ATOL, atol=FP16_ATOL)
