@@ -35,9 +35,43 @@ EXECUTABLE = "application.ipu_exec"
 
 def convert(directory, output_dir, tag_set, params, overwrite=False):
     """Converts the SavedModel in `directory` (see the module docstring); returns a dict of
-    the files written and the placement, for printing."""
+    the files written and the placement, for printing.
+
+    Everything is written to `<output_dir>.converting` first and moved to `output_dir` at
+    the end, so a failed conversion leaves an existing `output_dir` as it was.
+    """
     _check_output(output_dir, overwrite)
-    sig = model.load_signature(directory, tag_set)
+    sig, excluded = _convert_graph(model.load_signature(directory, tag_set), params)
+    host, ipu = rewrite.split_excluded(sig, excluded)
+    saved = ipu if params.remove_excluded_nodes else sig
+    host = None if params.remove_excluded_nodes else host
+    report = {"output_dir": output_dir, "nodes": len(ipu.graph_def.node),
+              "excluded": sorted(excluded)}
+    if params.precision_mode:
+        casts = sum("/CastInsertion_" in n.name for n in sig.graph_def.node)
+        report["precision"] = (f"{params.precision_mode}, node outputs by dtype "
+                               f"{rewrite.dtype_counts(sig)}, {casts} casts inserted")
+    staging = output_dir.rstrip(os.sep) + ".converting"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        mapping = _placement(ipu, params, staging, report)
+        model.save_signature(saved, staging, model.split_tags(tag_set))
+        _write_sidecar(staging, saved, ipu, host, mapping)
+        if params.embedded_runtime_save_config and not params.no_ipu_placement:
+            report["executable"] = _compile_embedded(ipu, params, mapping, staging)
+        report["conversion_params"] = _write_params(staging, params)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(output_dir, ignore_errors=True)
+    os.replace(staging, output_dir)
+    return {k: v.replace(staging, output_dir, 1) if isinstance(v, str) else v
+            for k, v in report.items()}
+
+
+def _convert_graph(sig, params):
+    """The converted graph and the nodes kept on the host, in the original's order: GELU,
+    excluded nodes, int64, precision."""
     if params.gelu_replacement:
         sig = rewrite.replace_gelu(sig, params.gelu_replacement, rewrite.node_dtypes(sig))
     names = placement.placeable_nodes(sig)
@@ -51,31 +85,14 @@ def convert(directory, output_dir, tag_set, params, overwrite=False):
                                    params.precision_conversion_excluded_nodes,
                                    "precision_conversion_excluded_nodes")
         sig = rewrite.convert_precision(sig, params.precision_mode, kept | excluded)
-    host, ipu = rewrite.split_excluded(sig, excluded)
-    saved = ipu if params.remove_excluded_nodes else sig
-    host = None if params.remove_excluded_nodes else host
-    report = {"output_dir": output_dir, "nodes": len(ipu.graph_def.node),
-              "excluded": sorted(excluded)}
-    if params.precision_mode:
-        casts = sum("/CastInsertion_" in n.name for n in sig.graph_def.node)
-        report["precision"] = (f"{params.precision_mode}, node outputs by dtype "
-                               f"{rewrite.dtype_counts(sig)}, {casts} casts inserted")
-    mapping = _placement(ipu, params, output_dir, report)
-    model.save_signature(saved, output_dir, model.split_tags(tag_set))
-    _write_sidecar(output_dir, saved, ipu, host, mapping)
-    if params.embedded_runtime_save_config and not params.no_ipu_placement:
-        report["executable"] = _compile_embedded(ipu, params, mapping, output_dir)
-    report["conversion_params"] = _write_params(output_dir, params)
-    return report
+    return sig, excluded
 
 
 def _check_output(output_dir, overwrite):
-    if os.path.isdir(output_dir) and os.listdir(output_dir):
-        if not overwrite:
-            raise OutputExistsError(
-                f"convert expected --output_dir to be a new or empty directory. Received: "
-                f"output_dir={output_dir!r}, which holds files. Add --overwrite to replace it.")
-        shutil.rmtree(output_dir)
+    if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
+        raise OutputExistsError(
+            f"convert expected --output_dir to be a new or empty directory. Received: "
+            f"output_dir={output_dir!r}, which holds files. Add --overwrite to replace it.")
 
 
 def _placement(ipu, params, output_dir, report):

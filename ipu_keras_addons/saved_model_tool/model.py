@@ -3,9 +3,10 @@
 Owns reading a SavedModel (TensorFlow 2 `tf.saved_model.save` or Keras `model.export`):
 the designed errors for a missing directory, tag set or signature key; freezing one
 signature's function into a `GraphDef` with its variables as constants
-(`convert_variables_to_constants_v2`); a `tf.function` over such a graph with static
-shapes, which the project's tracer imports; and writing a graph back as a SavedModel that
-TensorFlow loads and runs on the CPU. The graph rewrites are in `rewrite.py`.
+(`convert_variables_to_constants_v2`); the Python function that imports such a graph
+(traced by the project's tracer for the IPU, by `tf.function` for the host), optionally
+node run by node run under the placement scopes; and writing a graph back as a SavedModel
+that TensorFlow loads and runs on the CPU. The graph rewrites are in `rewrite.py`.
 """
 import contextlib
 import dataclasses
@@ -37,9 +38,6 @@ class SignatureGraph:
     graph_def: graph_pb2.GraphDef
     inputs: dict
     outputs: dict
-
-    def node_names(self):
-        return [node.name for node in self.graph_def.node]
 
     def copy(self):
         graph_def = graph_pb2.GraphDef()

@@ -12,8 +12,9 @@ from ipu_keras_addons.saved_model_tool import cli, convert, model, params, rewri
 # FP16: TensorFlow's float16 CPU kernels and the simulator's both round every op's result
 # to float16 (eps 2**-11 ~ 4.9e-4) but may accumulate sums in different orders and widths,
 # and TF's half kernels differ by instruction set. On these small models (<= 18-term sums,
-# softmax outputs in [0, 1]) a few half-ulps of drift bounds the difference: 4e-3 absolute.
-FP16_ATOL = 4e-3
+# softmax outputs in [0, 1]) four half-ulps at 1.0 bound the difference: 2e-3 absolute
+# (measured: 0 on an AVX2 machine; the loose bound is for other instruction sets).
+FP16_ATOL = 2e-3
 
 
 def _convert(src, dst, *options):

@@ -1,6 +1,7 @@
 """Every designed error of `ipu_saved_model_cli`: the library raises the class from
 `ipu_keras.errors`, the command prints it as `error: ...` and exits with status 1."""
 import json
+import os
 import pickle
 
 import numpy as np
@@ -126,3 +127,18 @@ def test_regex_that_matches_nothing(capsys, mlp_dir, tmp_path, options, message)
 def test_option_validation(values, message):
     with pytest.raises(errors.ConversionConfigError, match=message):
         params.make_params(values)
+
+
+def test_a_failed_conversion_keeps_the_previous_output(capsys, mlp_dir, tmp_path):
+    out = tmp_path / "out"
+    assert cli.main(["convert", "--dir", mlp_dir, "--output_dir", str(out), "--tag_set",
+                     "serve", "ipu"]) == 0
+    before = sorted(os.listdir(out))
+    err = _fails(capsys, "convert", "--dir", mlp_dir, "--output_dir", str(out), "--tag_set",
+                 "serve", "--overwrite", "ipu", "--pipeline_cfg",
+                 json.dumps({"converter": "load", "solution_path": str(tmp_path / "none")}),
+                 "--embedded_runtime_save_config", json.dumps(
+                     {"embedded_runtime_exec_cachedir": "e", "runtime_api_timeout_us": 1}),
+                 "--int64_to_int32_conversion")
+    assert "expected a readable JSON file" in err
+    assert sorted(os.listdir(out)) == before and not os.path.exists(f"{out}.converting")
