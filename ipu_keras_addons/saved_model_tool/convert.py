@@ -153,8 +153,11 @@ def _static_shapes(sig, batch_size):
 def _compile_embedded(ipu, params, mapping, output_dir):
     config = params.embedded_runtime_save_config
     cachedir = os.path.join(output_dir, config["embedded_runtime_exec_cachedir"])
+    options = _options(params)
+    # A pipeline's stages may be on more IPUs than --num_ipus (auto picks the count).
+    options.num_ipus = max([options.num_ipus] + [shard + 1 for shard, _ in mapping.values()])
     executable = runner.compile_signature(ipu, _static_shapes(ipu, params.batch_size),
-                                          _options(params), mapping, params.batch_per_step)
+                                          options, mapping, params.batch_per_step)
     os.makedirs(cachedir, exist_ok=True)
     path = os.path.join(cachedir, EXECUTABLE)
     executable.save(path)

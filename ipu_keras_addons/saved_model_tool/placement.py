@@ -6,9 +6,10 @@ each node a stage, and `device_mapping` a shard per stage: `manual` from regexes
 stage, `load` from a solution file, `auto` by searching stage splits with the cost model
 (per-node cycles from the compiler's own cost rules, then a balanced contiguous split of
 the nodes in program order). `auto` and `manual` write the solution file `load` reads:
-`{"pipeline_mapping": {node: stage, ...}, "device_mapping": [ipu per stage]}` (nodes
-without a stage are saved as -1). `run` makes each node under `ipu_shard` /
-`pipeline_stage` scopes from this mapping (`model.graph_function`).
+`{"pipeline_mapping": {node: stage, ...}, "device_mapping": [ipu per stage]}` (in a
+loaded file, a node of stage -1 or left out joins its latest input's stage; a missing
+`device_mapping` is stage i on IPU i). `run` makes each node under `ipu_shard` /
+`pipeline_stage` scopes from this mapping (`model.importing_body`).
 """
 import collections
 import json
@@ -129,7 +130,7 @@ def balanced_split(weights, parts):
         else:
             lo = mid + 1
     starts = _greedy(weights, lo)
-    while len(starts) < parts:  # fewer groups needed: split the widest further
+    while len(starts) < parts:  # fewer groups than parts: split off single trailing nodes
         starts.append(max(set(range(1, len(weights))) - set(starts), default=len(weights)))
         starts.sort()
     return starts

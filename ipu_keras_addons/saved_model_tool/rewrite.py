@@ -7,12 +7,11 @@ becomes a call of a library function `IpuGelu` (whose body TensorFlow runs, and 
 the tracer imports like any function call). Regular expressions use `re.search` on node
 names, as the original does, and one that matches no node is an error (`NodeMatchError`).
 """
+import heapq
 import math
 import re
 
-import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import types_pb2
 
 from ipu_keras.errors import ConversionConfigError, NodeMatchError
 
@@ -44,6 +43,34 @@ def _node_of(tensor):
 
 def _nodes(sig):
     return {n.name: n for n in sig.graph_def.node}
+
+
+def sort_nodes(sig):
+    """Orders `sig`'s nodes topologically (stable: a node moves only after its inputs),
+    the program order that placement runs and the stage search rely on."""
+    nodes = list(sig.graph_def.node)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    users = {n.name: [] for n in nodes}
+    waiting = {}
+    for node in nodes:
+        inputs = {_node_of(i) for i in node.input} & set(index)
+        waiting[node.name] = len(inputs)
+        for name in inputs:
+            users[name].append(node.name)
+    ready = [i for i, n in enumerate(nodes) if not waiting[n.name]]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        node = nodes[heapq.heappop(ready)]
+        ordered.append(node)
+        for user in users[node.name]:
+            waiting[user] -= 1
+            if not waiting[user]:
+                heapq.heappush(ready, index[user])
+    assert len(ordered) == len(nodes), "the graph has a cycle"
+    del sig.graph_def.node[:]
+    sig.graph_def.node.extend(ordered)
+    return sig
 
 
 # -- GELU --------------------------------------------------------------------------------
@@ -98,7 +125,7 @@ def replace_gelu(sig, rules, node_dtype):
             if _node_of(name) in deleted:
                 node.input[i] = gelu_of[_gelu_source(name, nodes, deleted, gelu_of, sources)]
     _remove(sig, deleted, "gelu_replacement 'nodes'")
-    return sig
+    return sort_nodes(sig)
 
 
 def _gelu_source(tensor, nodes, deleted, gelu_of, sources):
@@ -280,7 +307,7 @@ def retype(sig, src, dst, converted, option, edit=None):
                 node.input[i] = cast.name
     sig.graph_def.node.extend(casts)
     _check_importable(sig, option)
-    return sig
+    return sort_nodes(sig)
 
 
 def _retype_node(node, src, dst):

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from ipu_keras import scopes
 from ipu_keras_addons.saved_model_tool import cli, convert, model, placement, run
@@ -97,3 +98,20 @@ def test_balanced_split_minimises_the_largest_stage():
     assert placement.balanced_split([1, 1, 1, 1], 4) == [0, 1, 2, 3]
     starts = placement.balanced_split([3, 3, 3, 9], 2)
     assert starts == [0, 3]
+
+
+def test_sharding_a_rewritten_graph_keeps_program_order(gelu_dir, tmp_path):
+    """GELU calls and inserted casts are sorted in after their inputs, so the per-shard
+    runs of nodes import in order."""
+    rules = {"nodes": ["intermediate/truediv$", "intermediate/Erf$", "intermediate/add$",
+                       "intermediate/mul$", "intermediate/gelu_mul$"],
+             "node_as_gelu_input": ["intermediate/BiasAdd$"],
+             "node_use_gelu_output": ["output/MatMul$"]}
+    out = _convert(gelu_dir, tmp_path / "out", "--gelu_replacement", json.dumps(rules),
+                   "--precision_mode", "FP16", "--num_ipus", "2", "--manual_sharding",
+                   '[["intermediate"], ["output"]]')
+    assert set(p for p, _ in _recorded(out).values()) == {0, 1}
+    x = np.random.default_rng(4).normal(size=(2, 5)).astype(np.float32)
+    converted = run.run_saved_model(out, "serve", "serving_default", {"x": x}).outputs["y"]
+    want = tf.saved_model.load(out).signatures["serving_default"](x=tf.constant(x))["y"]
+    np.testing.assert_allclose(converted, want.numpy(), rtol=2e-3, atol=2e-3)
