@@ -50,10 +50,14 @@ def _load_file(key, filename, variable):
 def parse_inputs(inputs="", input_exprs="", input_examples=""):
     """The arrays the three options give, by input key (later options win, with a warning)."""
     feeds = {}
-    for key, (filename, variable) in tf_cli.preprocess_inputs_arg_string(inputs or "").items():
+    try:
+        files = tf_cli.preprocess_inputs_arg_string(inputs or "")
+        examples = tf_cli.preprocess_input_examples_arg_string(input_examples or "")
+    except (RuntimeError, ValueError) as e:  # TensorFlow's own messages for the grammar
+        raise SavedModelInputError(f"ipu_saved_model_cli run: {e}") from None
+    for key, (filename, variable) in files.items():
         feeds[key] = _load_file(key, filename, variable)
     exprs = _evaluate_exprs(input_exprs or "")
-    examples = tf_cli.preprocess_input_examples_arg_string(input_examples or "")
     for source, values in (("--input_exprs", exprs), ("--input_examples", examples)):
         for key, value in values.items():
             if key in feeds:

@@ -142,3 +142,10 @@ def test_a_failed_conversion_keeps_the_previous_output(capsys, mlp_dir, tmp_path
                  "--int64_to_int32_conversion")
     assert "expected a readable JSON file" in err
     assert sorted(os.listdir(out)) == before and not os.path.exists(f"{out}.converting")
+
+
+def test_malformed_inputs_strings():
+    with pytest.raises(errors.SavedModelInputError, match="format is incorrect"):
+        inputs.parse_inputs("features")
+    with pytest.raises(errors.SavedModelInputError, match="expected a Python expression"):
+        inputs.parse_inputs("", "features=np.nope(3)")
