@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_keras import scopes
-from ipu_keras_addons.saved_model_tool import cli, convert, model, placement, run
+from ipu_keras_addons.saved_model_tool import cli, convert, model, placement, run, runner
 
 EMBEDDED = json.dumps({"embedded_runtime_exec_cachedir": "exec", "runtime_api_timeout_us": 5000})
 
@@ -115,3 +115,16 @@ def test_sharding_a_rewritten_graph_keeps_program_order(gelu_dir, tmp_path):
     converted = run.run_saved_model(out, "serve", "serving_default", {"x": x}).outputs["y"]
     want = tf.saved_model.load(out).signatures["serving_default"](x=tf.constant(x))["y"]
     np.testing.assert_allclose(converted, want.numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_node_costs_add_up_to_the_compiled_program(mlp_dir):
+    """The stage search reads the same cost rules the compiler charges: per-node cycles
+    sum to the compiled main program's cycles."""
+    sig = model.load_signature(mlp_dir, "serve")
+    options = runner.IPUOptions()
+    traced = runner.trace_signature(sig, {"features": (4, 6)})
+    cycles, nbytes = placement.node_costs(traced.graph, options.config().target(), options)
+    executable = runner.compile_signature(sig, {"features": (4, 6)}, options)
+    assert sum(cycles.values()) == sum(executable.blocks[0]["cycles"].values()) > 0
+    assert any("MatMul" in n and c > 0 for n, c in cycles.items())
+    assert all(b >= 0 for b in nbytes.values())
