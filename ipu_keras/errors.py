@@ -70,3 +70,14 @@ class CompilationError(IPUError, RuntimeError):
 class StrictModeMismatch(IPUError, AssertionError):
     """In strict tile mode, a tile's slice differs from the vectorised run (a mapping,
     exchange or dependency rule is wrong)."""
+
+
+# --- issue 12: ipu_keras_addons layers and optimizers ---------------------------------------
+
+
+class AddonsArgumentError(IPUError, ValueError):
+    """An ipu_keras_addons layer or optimizer got an argument value it does not accept."""
+
+
+class AddonsUnsupportedArgumentError(IPUError, NotImplementedError):
+    """An argument kept only for Keras signature compatibility was given a value."""

@@ -1,0 +1,18 @@
+"""The IPU Keras layers of IPU TensorFlow Addons, with the original's names and aliases."""
+from ipu_keras_addons.keras.layers.dense import SerialDense
+from ipu_keras_addons.keras.layers.dropout import Dropout
+from ipu_keras_addons.keras.layers.embedding_lookup import Embedding
+from ipu_keras_addons.keras.layers.identity import AssumeEqualAcrossReplicas
+from ipu_keras_addons.keras.layers.identity import RecomputationCheckpoint
+from ipu_keras_addons.keras.layers.normalization import GroupNorm
+from ipu_keras_addons.keras.layers.normalization import GroupNormalization
+from ipu_keras_addons.keras.layers.normalization import InstanceNorm
+from ipu_keras_addons.keras.layers.normalization import InstanceNormalization
+from ipu_keras_addons.keras.layers.normalization import LayerNorm
+from ipu_keras_addons.keras.layers.normalization import LayerNormalization
+
+__all__ = [
+    "AssumeEqualAcrossReplicas", "Dropout", "Embedding", "GroupNorm", "GroupNormalization",
+    "InstanceNorm", "InstanceNormalization", "LayerNorm", "LayerNormalization",
+    "RecomputationCheckpoint", "SerialDense",
+]

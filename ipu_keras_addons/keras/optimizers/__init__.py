@@ -1,0 +1,2 @@
+"""The IPU Keras optimizers of IPU TensorFlow Addons."""
+__all__ = []

@@ -1,0 +1,73 @@
+"""Models built from addons layers train under ipu_keras' fit like Keras on the CPU, and
+save/load through `.keras` files."""
+import numpy as np
+import pytest
+import keras
+
+import ipu_keras as ipu
+from ipu_keras_addons.keras import layers as ipu_layers
+
+STEPS = 2
+
+
+def _layers():
+    return [
+        ipu_layers.Embedding(20, 8, serialization_factor=2),
+        ipu_layers.LayerNorm(),
+        keras.layers.Flatten(),
+        ipu_layers.SerialDense(16, 2, "kernel_rows", activation="relu"),
+        ipu_layers.GroupNorm(4),
+        ipu_layers.Dropout(0.25, seed=[3, 7]),
+        ipu_layers.RecomputationCheckpoint(),
+        ipu_layers.SerialDense(3, 4, "input_rows_kernel_columns", activation="softmax"),
+    ]
+
+
+def _build(cls):
+    inputs = keras.Input((6,), dtype="int32")
+    outputs = inputs
+    for layer in _layers():
+        outputs = layer(outputs)
+    model = cls(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy",
+                  steps_per_execution=STEPS, **({} if cls is ipu.Model else
+                                                {"run_eagerly": True}))
+    return model
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 20, (32, 6)).astype(np.int32)
+    return x, (x[:, 0] % 3).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    keras.utils.set_random_seed(0)
+    on_ipu = _build(ipu.Model)
+    on_cpu = _build(keras.Model)
+    on_cpu.set_weights(on_ipu.get_weights())
+    x, y = _data()
+    histories = [m.fit(x, y, batch_size=8, epochs=2, verbose=0).history
+                 for m in (on_ipu, on_cpu)]
+    return on_ipu, on_cpu, histories
+
+
+def test_fit_matches_keras(trained):
+    on_ipu, on_cpu, (got, want) = trained
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    for g, w in zip(on_ipu.get_weights(), on_cpu.get_weights()):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=5e-5)
+
+
+def test_save_and_load(trained, tmp_path):
+    model = trained[0]
+    path = str(tmp_path / "addons.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, ipu.Model)
+    assert [type(layer) for layer in loaded.layers] == [type(layer) for layer in model.layers]
+    x, y = _data()
+    np.testing.assert_allclose(loaded.predict(x, batch_size=8, verbose=0),
+                               model.predict(x, batch_size=8, verbose=0), rtol=1e-5, atol=1e-6)
+    loaded.fit(x, y, batch_size=8, verbose=0)
