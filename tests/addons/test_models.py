@@ -7,6 +7,8 @@ import keras
 import ipu_keras as ipu
 from ipu_keras_addons.keras import layers as ipu_layers
 
+pytestmark = pytest.mark.slow
+
 STEPS = 2
 
 
