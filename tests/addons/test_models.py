@@ -73,3 +73,35 @@ def test_save_and_load(trained, tmp_path):
     np.testing.assert_allclose(loaded.predict(x, batch_size=8, verbose=0),
                                model.predict(x, batch_size=8, verbose=0), rtol=1e-5, atol=1e-6)
     loaded.fit(x, y, batch_size=8, verbose=0)
+
+
+def _rnn_model(cls, popnn):
+    lstm, gru = ((ipu_layers.PopnnLSTM, ipu_layers.PopnnGRU) if popnn
+                 else (keras.layers.LSTM, keras.layers.GRU))
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((5, 3))
+    hidden = lstm(6, return_sequences=True)(inputs)
+    outputs = keras.layers.Dense(2)(gru(4)(hidden))
+    model = cls(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", steps_per_execution=2,
+                  **({} if cls is ipu.Model else {"run_eagerly": True}))
+    return model
+
+
+def test_popnn_rnn_model_trains_like_keras_rnn(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 5, 3)).astype(np.float32)
+    y = np.stack([x[:, :, 0].sum(1), x[:, -1, 1]], 1)
+    on_ipu, on_cpu = _rnn_model(ipu.Model, True), _rnn_model(keras.Model, False)
+    on_cpu.set_weights(on_ipu.get_weights())
+    got = on_ipu.fit(x, y, batch_size=4, epochs=2, verbose=0).history
+    want = on_cpu.fit(x, y, batch_size=4, epochs=2, verbose=0).history
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    for g, w in zip(on_ipu.get_weights(), on_cpu.get_weights()):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    path = str(tmp_path / "rnn.keras")
+    on_ipu.save(path)
+    loaded = keras.models.load_model(path)
+    np.testing.assert_allclose(loaded.predict(x, batch_size=4, verbose=0),
+                               on_ipu.predict(x, batch_size=4, verbose=0), rtol=1e-5,
+                               atol=1e-6)

@@ -10,9 +10,13 @@ from ipu_keras_addons.keras.layers.normalization import InstanceNorm
 from ipu_keras_addons.keras.layers.normalization import InstanceNormalization
 from ipu_keras_addons.keras.layers.normalization import LayerNorm
 from ipu_keras_addons.keras.layers.normalization import LayerNormalization
+from ipu_keras_addons.keras.layers.rnn import GRU
+from ipu_keras_addons.keras.layers.rnn import LSTM
+from ipu_keras_addons.keras.layers.rnn import PopnnGRU
+from ipu_keras_addons.keras.layers.rnn import PopnnLSTM
 
 __all__ = [
     "AssumeEqualAcrossReplicas", "Dropout", "Embedding", "GroupNorm", "GroupNormalization",
-    "InstanceNorm", "InstanceNormalization", "LayerNorm", "LayerNormalization",
-    "RecomputationCheckpoint", "SerialDense",
+    "GRU", "InstanceNorm", "InstanceNormalization", "LayerNorm", "LayerNormalization", "LSTM",
+    "PopnnGRU", "PopnnLSTM", "RecomputationCheckpoint", "SerialDense",
 ]

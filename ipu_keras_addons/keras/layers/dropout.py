@@ -55,14 +55,8 @@ class Dropout(keras.layers.Layer):
     def call(self, inputs, training=None):
         if not training or self.rate == 0:
             return inputs
-        shape = self._mask_shape(inputs)
-        if self.seed is None:
-            uniform = keras.random.uniform(shape, dtype=inputs.dtype,
-                                           seed=self.seed_generator)
-        else:
-            uniform = tf.random.stateless_uniform(shape, seed=self.seed, dtype=inputs.dtype)
-        keep = tf.cast(uniform >= self.rate, inputs.dtype)
-        return inputs * keep * tf.cast(1.0 / (1.0 - self.rate), inputs.dtype)
+        return dropout(inputs, self.rate, self._mask_shape(inputs),
+                       self.seed if self.seed is not None else self.seed_generator)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -72,6 +66,18 @@ class Dropout(keras.layers.Layer):
         config.update({"rate": self.rate, "noise_shape": self.noise_shape,
                        "seed": self.seed, "ref": self.ref})
         return config
+
+
+def dropout(inputs, rate, mask_shape, seed):
+    """Zeroes elements with probability `rate` (mask of `mask_shape`, broadcast over the
+    inputs) and scales the rest by 1 / (1 - rate). `seed` is a pair of ints (the same
+    mask on every call) or a `keras.random.SeedGenerator` (a fresh mask each call)."""
+    if isinstance(seed, keras.random.SeedGenerator):
+        uniform = keras.random.uniform(mask_shape, dtype=inputs.dtype, seed=seed)
+    else:
+        uniform = tf.random.stateless_uniform(mask_shape, seed=seed, dtype=inputs.dtype)
+    keep = tf.cast(uniform >= rate, inputs.dtype)
+    return inputs * keep * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
 
 
 def _bad_seed(seed):

@@ -27,9 +27,11 @@ class IPULayer(keras.layers.Layer):
     """A Keras layer that refuses the arguments it keeps only for API consistency."""
 
     def _check_unsupported(self, arg, arg_name, method="__init__"):
-        if arg:
+        scalar = arg is None or isinstance(arg, (bool, int, float, str))
+        if not scalar or arg:
+            shown = repr(arg) if scalar else f"<{type(arg).__name__}>"
             raise AddonsUnsupportedArgumentError(
                 f"ipu_keras_addons.keras.layers.{type(self).__name__} does not support "
                 f"the argument {arg_name}, kept only for API consistency with "
                 f"keras.layers.{type(self).__name__}.{method}: leave it unset. "
-                f"Received: {arg_name}={arg!r}")
+                f"Received: {arg_name}={shown}")
