@@ -105,3 +105,33 @@ def test_popnn_rnn_model_trains_like_keras_rnn(tmp_path):
     np.testing.assert_allclose(loaded.predict(x, batch_size=4, verbose=0),
                                on_ipu.predict(x, batch_size=4, verbose=0), rtol=1e-5,
                                atol=1e-6)
+
+
+def _ctc_model(cls, batch=4, steps=8, classes=5):
+    keras.utils.set_random_seed(2)
+    labels = keras.Input((3,), batch_size=batch, dtype="int32")
+    data = keras.Input((steps, 6), batch_size=batch)
+    label_length = keras.Input((), batch_size=batch, dtype="int32")
+    data_length = keras.Input((), batch_size=batch, dtype="int32")
+    logits = keras.layers.Dense(classes)(data)
+    time_major = keras.layers.Lambda(lambda t: keras.ops.transpose(t, [1, 0, 2]))(logits)
+    loss = ipu_layers.CTCLoss(from_logits=True)(labels, time_major, label_length, data_length)
+    model = cls((labels, data, label_length, data_length), loss)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=lambda y_true, y_pred: y_pred,
+                  steps_per_execution=2, **({} if cls is ipu.Model else {"run_eagerly": True}))
+    return model
+
+
+def test_ctc_loss_model_trains_like_keras():
+    rng = np.random.default_rng(3)
+    x = (rng.integers(1, 5, (16, 3)).astype(np.int32),
+         rng.standard_normal((16, 8, 6)).astype(np.float32),
+         rng.integers(1, 4, 16).astype(np.int32), rng.integers(6, 9, 16).astype(np.int32))
+    y = np.zeros((16, 1), np.float32)
+    on_ipu, on_cpu = _ctc_model(ipu.Model), _ctc_model(keras.Model)
+    on_cpu.set_weights(on_ipu.get_weights())
+    got = on_ipu.fit(x, y, batch_size=4, epochs=2, verbose=0).history
+    want = on_cpu.fit(x, y, batch_size=4, epochs=2, verbose=0).history
+    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    for g, w in zip(on_ipu.get_weights(), on_cpu.get_weights()):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

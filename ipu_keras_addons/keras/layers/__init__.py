@@ -1,4 +1,7 @@
 """The IPU Keras layers of IPU TensorFlow Addons, with the original's names and aliases."""
+from ipu_keras_addons.keras.layers.ctc import CTCInferenceLayer
+from ipu_keras_addons.keras.layers.ctc import CTCLoss
+from ipu_keras_addons.keras.layers.ctc import CTCPredictionsLayer
 from ipu_keras_addons.keras.layers.dense import SerialDense
 from ipu_keras_addons.keras.layers.dropout import Dropout
 from ipu_keras_addons.keras.layers.embedding_lookup import Embedding
@@ -16,7 +19,8 @@ from ipu_keras_addons.keras.layers.rnn import PopnnGRU
 from ipu_keras_addons.keras.layers.rnn import PopnnLSTM
 
 __all__ = [
-    "AssumeEqualAcrossReplicas", "Dropout", "Embedding", "GroupNorm", "GroupNormalization",
-    "GRU", "InstanceNorm", "InstanceNormalization", "LayerNorm", "LayerNormalization", "LSTM",
-    "PopnnGRU", "PopnnLSTM", "RecomputationCheckpoint", "SerialDense",
+    "AssumeEqualAcrossReplicas", "CTCInferenceLayer", "CTCLoss", "CTCPredictionsLayer",
+    "Dropout", "Embedding", "GroupNorm", "GroupNormalization", "GRU", "InstanceNorm",
+    "InstanceNormalization", "LayerNorm", "LayerNormalization", "LSTM", "PopnnGRU",
+    "PopnnLSTM", "RecomputationCheckpoint", "SerialDense",
 ]
