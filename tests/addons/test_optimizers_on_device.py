@@ -65,3 +65,15 @@ def test_float16_slots_take_half_the_bytes_on_the_device(trained):
             "categories"]["variables"]
     # Three slots (m, v, vhat) per parameter: float16 saves 2 bytes on each.
     assert variable_bytes("adam32") - variable_bytes("adam16") == 3 * 2 * PARAMS
+
+
+def test_a_model_with_an_addons_optimizer_saves_and_loads(trained, data, tmp_path):
+    model = trained["lamb"][0]
+    path = str(tmp_path / "lamb.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert type(loaded.optimizer) is ipu_optimizers.LAMBIpuOptimizer
+    assert loaded.optimizer.get_config() == model.optimizer.get_config()
+    for got, want in zip(loaded.optimizer.variables, model.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    loaded.fit(*data, batch_size=8, verbose=0)

@@ -5,8 +5,8 @@ from ipu_keras_addons.keras.layers.ctc import CTCPredictionsLayer
 from ipu_keras_addons.keras.layers.dense import SerialDense
 from ipu_keras_addons.keras.layers.dropout import Dropout
 from ipu_keras_addons.keras.layers.embedding_lookup import Embedding
-from ipu_keras_addons.keras.layers.identity import AssumeEqualAcrossReplicas
-from ipu_keras_addons.keras.layers.identity import RecomputationCheckpoint
+from ipu_keras_addons.keras.layers.assume_equal_across_replicas import AssumeEqualAcrossReplicas
+from ipu_keras_addons.keras.layers.recomputation import RecomputationCheckpoint
 from ipu_keras_addons.keras.layers.normalization import GroupNorm
 from ipu_keras_addons.keras.layers.normalization import GroupNormalization
 from ipu_keras_addons.keras.layers.normalization import InstanceNorm

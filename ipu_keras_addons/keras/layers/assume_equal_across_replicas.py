@@ -1,25 +1,12 @@
-"""RecomputationCheckpoint and AssumeEqualAcrossReplicas: identities carrying a hint.
+"""AssumeEqualAcrossReplicas: an identity that marks a value as equal on every replica.
 
-On the IPU the first stores a value instead of recomputing it under a recomputing pipeline
-schedule, the second marks a value as equal on every replica. Neither changes a number,
-and the simulator's schedules do not recompute, so both pass their inputs through.
+On the IPU it avoids divergent-control-flow errors; it changes no number, so it passes its
+inputs through.
 """
 import keras
 import tensorflow as tf
 
 from ipu_keras_addons.keras.layers.ipu_layer import serializable
-
-
-@serializable
-class RecomputationCheckpoint(keras.layers.Layer):
-    """Checkpoints a tensor (or structure of tensors) for pipeline recomputation."""
-
-    def call(self, inputs, **kwargs):
-        del kwargs
-        return tf.nest.map_structure(tf.identity, inputs)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
 
 @serializable
