@@ -23,22 +23,24 @@ def _refuse(kind, name, value):
         f"Received: {name}={value!r}")
 
 
-def check_unsupported(kind, use_bias, regularizers, constraints, recurrent_dropout,
-                      implementation, go_backwards, unroll):
-    """Raises for the Keras RNN options the IPU's fused layers do not have."""
-    if not use_bias:
-        _refuse(kind, "use_bias", use_bias)
-    for name, value in list(regularizers.items()) + list(constraints.items()):
-        if value is not None:
-            _refuse(kind, name, value)
-    if recurrent_dropout:
-        _refuse(kind, "recurrent_dropout", recurrent_dropout)
-    if implementation not in (1, 2):
-        _refuse(kind, "implementation", implementation)
-    if go_backwards:
-        _refuse(kind, "go_backwards", go_backwards)
-    if unroll:
-        _refuse(kind, "unroll", unroll)
+NOT_SUPPORTED = ("kernel_regularizer", "recurrent_regularizer", "bias_regularizer",
+                 "activity_regularizer", "kernel_constraint", "recurrent_constraint",
+                 "bias_constraint")
+
+
+def check_unsupported(kind, arguments):
+    """Raises for the Keras RNN options the IPU's fused layers do not have; `arguments`
+    are the layer's constructor arguments by name."""
+    if not arguments["use_bias"]:
+        _refuse(kind, "use_bias", arguments["use_bias"])
+    for name in NOT_SUPPORTED:
+        if arguments[name] is not None:
+            _refuse(kind, name, arguments[name])
+    for name in ("recurrent_dropout", "go_backwards", "unroll"):
+        if arguments[name]:
+            _refuse(kind, name, arguments[name])
+    if arguments["implementation"] not in (1, 2):
+        _refuse(kind, "implementation", arguments["implementation"])
 
 
 class _PopnnRNN(IPULayer):
@@ -236,15 +238,7 @@ class PopnnLSTM(_PopnnRNN):
                  return_sequences=False, return_state=False, go_backwards=False,
                  stateful=False, unroll=False, partials_dtype=tf.float32, seed=None,
                  time_major=False, options=None, options_bwd=None, **kwargs):
-        check_unsupported("LSTM", use_bias, {
-            "kernel_regularizer": kernel_regularizer,
-            "recurrent_regularizer": recurrent_regularizer,
-            "bias_regularizer": bias_regularizer,
-            "activity_regularizer": activity_regularizer}, {
-            "kernel_constraint": kernel_constraint,
-            "recurrent_constraint": recurrent_constraint,
-            "bias_constraint": bias_constraint},
-            recurrent_dropout, implementation, go_backwards, unroll)
+        check_unsupported("LSTM", locals())
         super().__init__(units, activation, recurrent_activation, kernel_initializer,
                          recurrent_initializer, bias_initializer, dropout, dropout_seed,
                          return_sequences, return_state, stateful, partials_dtype, seed,
@@ -297,15 +291,7 @@ class PopnnGRU(_PopnnRNN):
                  go_backwards=False, stateful=False, unroll=False, time_major=False,
                  seed=None, partials_dtype=tf.float32, reset_after=True, options=None,
                  options_bwd=None, **kwargs):
-        check_unsupported("GRU", use_bias, {
-            "kernel_regularizer": kernel_regularizer,
-            "recurrent_regularizer": recurrent_regularizer,
-            "bias_regularizer": bias_regularizer,
-            "activity_regularizer": activity_regularizer}, {
-            "kernel_constraint": kernel_constraint,
-            "recurrent_constraint": recurrent_constraint,
-            "bias_constraint": bias_constraint},
-            recurrent_dropout, implementation, go_backwards, unroll)
+        check_unsupported("GRU", locals())
         super().__init__(units, activation, recurrent_activation, kernel_initializer,
                          recurrent_initializer, bias_initializer, dropout, dropout_seed,
                          return_sequences, return_state, stateful, partials_dtype, seed,

@@ -58,17 +58,8 @@ class AdamIpuOptimizer(IpuOptimizerBase):
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
-        m, v = self._m[index], self._v[index]
-        grad, old_m, old_v, lr = self._compute(self._dense(gradient), m, v, learning_rate)
-        step = self._step()
-        next_m = old_m * self.beta_1 + grad * (1.0 - self.beta_1)
-        next_v = old_v * self.beta_2 + tf.square(grad) * (1.0 - self.beta_2)
-        self.assign(m, tf.cast(next_m, m.dtype))
-        self.assign(v, tf.cast(next_v, v.dtype))
-        m_hat, v_hat = next_m, next_v
-        if self.debiasing:
-            m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, step.dtype), step))
-            v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, step.dtype), step))
+        m_hat, v_hat = self._adam_moments(gradient, self._m[index], self._v[index])
+        lr, = self._compute(learning_rate)
         if self.amsgrad:
             vhat = self._vhat[index]
             v_hat = tf.maximum(self._compute(vhat)[0], v_hat)

@@ -67,6 +67,21 @@ class IpuOptimizerBase(keras.optimizers.Optimizer):
         """The step number t = iterations + 1 in the precision of `stage`."""
         return tf.cast(self.iterations + 1, self.opt_dtypes[stage])
 
+    def _adam_moments(self, gradient, m, v):
+        """Adam's moment update (Adam and LAMB): stores the new m, v rounded to their slot
+        dtypes and returns the debiased (or, without `debiasing`, raw) unrounded values
+        in the stage-0 precision. Uses `beta_1`, `beta_2` and `debiasing` of `self`."""
+        grad, old_m, old_v = self._compute(self._dense(gradient), m, v)
+        next_m = old_m * self.beta_1 + grad * (1.0 - self.beta_1)
+        next_v = old_v * self.beta_2 + tf.square(grad) * (1.0 - self.beta_2)
+        self.assign(m, tf.cast(next_m, m.dtype))
+        self.assign(v, tf.cast(next_v, v.dtype))
+        if not self.debiasing:
+            return next_m, next_v
+        step = self._step()
+        return (next_m / (1.0 - tf.pow(tf.cast(self.beta_1, step.dtype), step)),
+                next_v / (1.0 - tf.pow(tf.cast(self.beta_2, step.dtype), step)))
+
     @staticmethod
     def _dense(gradient):
         """Sparse gradients (embedding lookups) are applied densely; same numbers."""

@@ -77,19 +77,6 @@ class LAMBIpuOptimizer(IpuOptimizerBase):
         super().build(var_list)
         self._m, self._v = self._slots(var_list, "m", "v")
 
-    def _moments(self, gradient, index, step):
-        """Updates the slots; returns (m_hat, v_hat) in the stage-0 precision."""
-        m, v = self._m[index], self._v[index]
-        grad, old_m, old_v = self._compute(self._dense(gradient), m, v)
-        next_m = old_m * self.beta_1 + grad * (1.0 - self.beta_1)
-        next_v = old_v * self.beta_2 + tf.square(grad) * (1.0 - self.beta_2)
-        self.assign(m, tf.cast(next_m, m.dtype))
-        self.assign(v, tf.cast(next_v, v.dtype))
-        if not self.debiasing:
-            return next_m, next_v
-        return (next_m / (1.0 - tf.pow(tf.cast(self.beta_1, step.dtype), step)),
-                next_v / (1.0 - tf.pow(tf.cast(self.beta_2, step.dtype), step)))
-
     def _trust_ratio(self, weights, update):
         """||weights|| / ||update|| per whole tensor, 1 when either norm is zero."""
         w_norm = tf.norm(tf.reshape(weights, [-1]), ord=2)
@@ -103,7 +90,7 @@ class LAMBIpuOptimizer(IpuOptimizerBase):
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         name = variable_name(variable)
-        m_hat, v_hat = self._moments(gradient, index, self._step())
+        m_hat, v_hat = self._adam_moments(gradient, self._m[index], self._v[index])
         weights, lr = self._compute(variable, learning_rate)
         update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
         if not _matches(self.exclude_from_weight_decay, name):
