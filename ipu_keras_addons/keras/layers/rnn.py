@@ -206,7 +206,8 @@ class _PopnnRNN(IPULayer):
         return config
 
 
-def _project(xs, kernel, bias):
+def _input_projection(xs, kernel, bias):
+    """x @ kernel + bias for every timestep of time-major xs [T, B, F], as one matmul."""
     steps, batch = tf.shape(xs)[0], tf.shape(xs)[1]
     flat = tf.reshape(xs, [-1, xs.shape[-1]])
     return tf.reshape(tf.matmul(flat, kernel) + bias, tf.stack([steps, batch, -1]))
@@ -253,7 +254,7 @@ class PopnnLSTM(_PopnnRNN):
         return tf.concat([bias[:u], tf.ones([u], bias.dtype), bias[2 * u:]], 0)
 
     def _project(self, xs, kernel, biases):
-        return _project(xs, kernel, biases)
+        return _input_projection(xs, kernel, biases)
 
     def _step(self, projected, states, recurrent, biases):
         h, c = states
@@ -302,7 +303,7 @@ class PopnnGRU(_PopnnRNN):
         return (2, 3 * self.units) if self.reset_after else (3 * self.units,)
 
     def _project(self, xs, kernel, biases):
-        return _project(xs, kernel, biases[0] if self.reset_after else biases)
+        return _input_projection(xs, kernel, biases[0] if self.reset_after else biases)
 
     def _step(self, projected, states, recurrent, biases):
         h, = states
