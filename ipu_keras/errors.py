@@ -92,3 +92,13 @@ class ConversionConfigError(IPUError, ValueError):
 
 class NodeMatchError(IPUError, ValueError):
     """A regular expression of a conversion option matches no node of the graph."""
+
+# --- issue 12: ipu_keras_addons layers and optimizers ---------------------------------------
+
+
+class AddonsArgumentError(IPUError, ValueError):
+    """An ipu_keras_addons layer or optimizer got an argument value it does not accept."""
+
+
+class AddonsUnsupportedArgumentError(IPUError, NotImplementedError):
+    """An argument kept only for Keras signature compatibility was given a value."""
