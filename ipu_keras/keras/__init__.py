@@ -1,5 +1,6 @@
-"""Keras models on the simulated IPU: `Model`, `Sequential`, the trainer mixin and the
-pipelining API (`PipelineStage`, stage assignment records)."""
+"""Keras models on the simulated IPU: `Model`, `Sequential`, the trainer mixin, layers and
+the pipelining API (`PipelineStage`, stage assignment records)."""
+from ipu_keras.keras import layers
 from ipu_keras.keras.models import Functional, Model, Sequential
 from ipu_keras.keras.pipeline_stage import (
     FunctionalLayerPipelineStageAssignment, ModelLayerPipelineStageAssignment, PipelineStage,
@@ -9,4 +10,4 @@ from ipu_keras.keras.trainer import IPUTrainerMixin
 
 __all__ = ["Functional", "FunctionalLayerPipelineStageAssignment", "IPUTrainerMixin", "Model",
            "ModelLayerPipelineStageAssignment", "PipelineStage",
-           "SequentialLayerPipelineStageAssignment", "Sequential"]
+           "SequentialLayerPipelineStageAssignment", "Sequential", "layers"]
