@@ -102,3 +102,21 @@ class AddonsArgumentError(IPUError, ValueError):
 
 class AddonsUnsupportedArgumentError(IPUError, NotImplementedError):
     """An argument kept only for Keras signature compatibility was given a value."""
+
+
+# Gradient accumulation and the Keras pipelining API (issue 10, branch accumulation).
+class GradientAccumulationError(IPUError):
+    """A gradient accumulation optimizer is used where no accumulation window can run
+    (outside `loops.repeat`, a loop count it does not divide, two in one loop, wrapped).
+
+    Raised while the function is traced; it derives from `IPUError` alone so that
+    TensorFlow's autograph re-raises it with its own type (and the user's frames)."""
+
+
+class AccumulationStepsError(IPUError, RuntimeError):
+    """`steps_per_execution` and the accumulation (or a pipeline's depth) do not fit, or a
+    step that accumulation needs to own has been overridden."""
+
+
+class PipelineStageAssignmentError(IPUError, ValueError):
+    """A Keras model's pipeline stage assignment breaks the assignment rules."""
