@@ -218,9 +218,11 @@ def _gather(params, indices, *, axis, batch_dims):
         return np.asarray(np.take(params, indices, axis=axis))
     shape = _gather_shape([params, indices], axis=axis, batch_dims=batch_dims)[0].shape
     out = np.empty(shape, params.dtype)
-    rows = zip(out.reshape((-1,) + shape[batch_dims:]),
-               params.reshape((-1,) + params.shape[batch_dims:]),
-               indices.reshape((-1,) + indices.shape[batch_dims:]))
+    # The batch count is explicit: reshape's -1 is ambiguous when a tensor is empty.
+    batch = int(np.prod(shape[:batch_dims]))
+    rows = zip(out.reshape((batch,) + shape[batch_dims:]),
+               params.reshape((batch,) + params.shape[batch_dims:]),
+               indices.reshape((batch,) + indices.shape[batch_dims:]))
     for row, p, i in rows:
         row[...] = np.take(p, i, axis=axis - batch_dims)
     return out
