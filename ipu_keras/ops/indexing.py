@@ -220,11 +220,11 @@ def _gather(params, indices, *, axis, batch_dims):
     out = np.empty(shape, params.dtype)
     # The batch count is explicit: reshape's -1 is ambiguous when a tensor is empty.
     batch = int(np.prod(shape[:batch_dims]))
-    rows = zip(out.reshape((batch,) + shape[batch_dims:]),
-               params.reshape((batch,) + params.shape[batch_dims:]),
-               indices.reshape((batch,) + indices.shape[batch_dims:]))
-    for row, p, i in rows:
-        row[...] = np.take(p, i, axis=axis - batch_dims)
+    rows = out.reshape((batch,) + shape[batch_dims:])  # a view: rows[k] = ... writes `out`
+    params = params.reshape((batch,) + params.shape[batch_dims:])
+    indices = indices.reshape((batch,) + indices.shape[batch_dims:])
+    for k in range(batch):  # rows[k] may be a scalar: assign by index, not through a view
+        rows[k] = np.take(params[k], indices[k], axis=axis - batch_dims)
     return out
 
 
