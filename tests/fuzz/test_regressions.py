@@ -7,7 +7,7 @@ table in `tests/ops/`.
 import numpy as np
 import pytest
 
-from tests.fuzz.check import check_graph
+from tests.fuzz.check import check_graph, check_strict_mode
 from tests.fuzz.facts import Facts
 from tests.fuzz.graph import Graph, Input, Op
 
@@ -36,3 +36,36 @@ REGRESSIONS = {
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regression(name):
     check_graph(REGRESSIONS[name])
+
+
+def _i32(*shape):
+    return Facts(shape, "int32", -5, 5)
+
+
+STRICT_REGRESSIONS = {
+    # The strict mode's probe rule gave a gather's tiles none of the indices they need.
+    "gather-indices": Graph(
+        steps=(Input(np.array([[0, 1], [-2, -2]], np.int32)), Input(np.array(1, np.int32)),
+               Op("gather", (0, 1), (("axis", -2), ("batch_dims", 0)))),
+        facts=(_i32(2, 2), Facts((), "int32", 0, 1), _i32(2)),
+        outputs=(2,)),
+    "gather_nd-indices": Graph(
+        steps=(Input(np.array([0.5, -1.0], np.float32)), Input(np.array([[1]], np.int32)),
+               Op("gather_nd", (0, 1), ())),
+        facts=(_f32(2), Facts((1, 1), "int32", 0, 1), _f32(1)),
+        outputs=(2,)),
+    # ... nor pad's fill value (an operand of PadV2); and a bool or int fill was taken
+    # for an element of the padded tensor.
+    "pad-fill": Graph(
+        steps=(Input(np.arange(18).reshape(2, 9) % 3 == 0),
+               Op("pad", (0,), (("mode", "CONSTANT"), ("paddings", ((1, 2), (0, 1))),
+                                ("value", 1)))),
+        facts=(Facts((2, 9), "bool", 0, 1), Facts((5, 10), "bool", 0, 1)),
+        outputs=(1,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRICT_REGRESSIONS))
+def test_strict_mode_regression(name):
+    check_graph(STRICT_REGRESSIONS[name])
+    check_strict_mode(STRICT_REGRESSIONS[name])
