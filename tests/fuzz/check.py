@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
+from ipu_keras.config import reset_ipu_configuration
 from ipu_keras.errors import IPUError
 from tests.fuzz import strategies  # noqa: F401 (registers every fuzz op for `build`)
 from tests.fuzz.facts import tolerance
@@ -36,3 +37,25 @@ def check_graph(graph):
         else:
             np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=0,
                                        atol=tolerance(facts), err_msg=where)
+
+
+def _run_on_tiles(fn, arrays, tiles, strict):
+    cfg = ipu_keras.config.IPUConfig()
+    cfg.ipu_model.tiles_per_ipu = tiles
+    cfg.ipu_model.strict_tile_mode = strict
+    cfg.configure_ipu_system()
+    try:
+        return ipu_keras.ipu_compiler.compile(fn, arrays)
+    finally:
+        reset_ipu_configuration()
+
+
+def check_strict_mode(graph, tiles=8):
+    """Asserts strict tile mode (each compute set replayed tile by tile) gives the same bits
+    as the vectorised run of `graph` on a small target."""
+    fn = build(graph)
+    arrays = graph.arrays()
+    vectorised = _run_on_tiles(fn, arrays, tiles, strict=False)
+    strict = _run_on_tiles(fn, arrays, tiles, strict=True)
+    for index, v, s in zip(graph.outputs, vectorised, strict):
+        np.testing.assert_array_equal(s, v, err_msg=f"v{index} = {graph.steps[index]!r}")

@@ -32,26 +32,31 @@ def _index_input(b, dims, count, unique):
     return b.add_input(array, Facts(array.shape, "int32", 0, hi))
 
 
-@fuzz_op("gather", lambda params, indices, axis: tf.gather(params, indices, axis=axis))
+def _gather(params, indices, axis, batch_dims):
+    return tf.gather(params, indices, axis=axis, batch_dims=batch_dims)
+
+
+@fuzz_op("gather", _gather)
 def _draw_gather(b):
     x = b.pick(lambda f: f.rank >= 1 and max(f.shape) > 0)
     if x is None:
         return None
     f = b.facts[x]
-    axis = b.integer(-f.rank, f.rank - 1)
+    batch_dims = 1 if f.rank >= 2 and b.integer(0, 2) == 0 else 0
+    axis = b.integer(batch_dims, f.rank - 1) - (f.rank if b.flag() else 0)
     d = f.shape[axis]
     if d == 0:
         return None
     found = b.candidates(lambda g: g.dtype == "int32" and g.lo >= 0 and g.hi <= d - 1
-                         and g.rank <= 2)
+                         and g.rank <= 2 and g.shape[:batch_dims] == f.shape[:batch_dims])
     if found and b.flag():
         i = b.choice(found)
     else:
-        i = b.fresh(b.shape(0, 2), "int32", "index", high=d)
+        i = b.fresh(f.shape[:batch_dims] + b.shape(0, 2 - batch_dims), "int32", "index", high=d)
     a = axis % f.rank
-    shape = f.shape[:a] + b.facts[i].shape + f.shape[a + 1:]
+    shape = f.shape[:a] + b.facts[i].shape[batch_dims:] + f.shape[a + 1:]
     return b.emit("gather", [x, i], Facts(shape, f.dtype, f.lo, f.hi, f.err, f.grid, f.nz),
-                  axis=axis)
+                  axis=axis, batch_dims=batch_dims)
 
 
 @fuzz_op("gather_nd", tf.gather_nd)

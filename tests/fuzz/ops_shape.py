@@ -140,7 +140,10 @@ def _draw_strided_slice(b):
         spec.insert(b.integer(0, len(spec)), "new")
     if b.integer(0, 3) == 0:
         spec.insert(b.integer(0, len(spec)), "...")
-    shape = np.empty(f.shape)[_index_from_spec(spec)].shape
+    try:  # an ellipsis can move an integer index onto a shorter axis
+        shape = np.empty(f.shape)[_index_from_spec(spec)].shape
+    except IndexError:
+        return None
     return b.emit("strided_slice", [x], _moved(f, shape), spec=tuple(spec))
 
 
@@ -179,7 +182,8 @@ def _draw_pad(b):
     if mode == "CONSTANT":
         value = {"bool": b.choice((0, 1)), "int32": b.integer(-3, 3)}.get(
             f.dtype, b.integer(-8, 8) / 4)
-        facts = _moved(f, shape, lo=min(f.lo, value), hi=max(f.hi, value), nz=0.0)
+        grid = min(f.grid, 0.25) if f.is_float and f.exact else f.grid
+        facts = _moved(f, shape, lo=min(f.lo, value), hi=max(f.hi, value), nz=0.0, grid=grid)
     return b.emit("pad", [x], facts, paddings=paddings, mode=mode, value=value)
 
 

@@ -6,7 +6,9 @@ with random shapes (including size-1 and size-0 dimensions) and dtypes (float32,
 float16, int32, bool). It is run eagerly by TensorFlow on the CPU and compiled and
 run on the simulator through `ipu_keras.ipu_compiler.compile`, and every op's result
 must agree: bit for bit where the error model (`tests/fuzz/facts.py`) proves the value
-exact, within twice the propagated rounding-error bound otherwise.
+exact, within twice the propagated rounding-error bound otherwise. A second test runs
+the same kind of graphs in strict tile mode (each compute set replayed tile by tile
+from only the data the tile holds or receives), which must not change a bit.
 
 In CI the examples are derandomized (a fixed seed) and bounded. For a longer,
 randomly seeded local run set `IPU_KERAS_FUZZ_EXAMPLES`, e.g.
@@ -20,23 +22,33 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 
-from tests.fuzz.check import check_graph
+from tests.fuzz.check import check_graph, check_strict_mode
 from tests.fuzz.strategies import graphs
 
 _LOCAL_EXAMPLES = os.environ.get("IPU_KERAS_FUZZ_EXAMPLES")
 CI_EXAMPLES = 150
 
-FUZZ_SETTINGS = settings(
-    max_examples=int(_LOCAL_EXAMPLES or CI_EXAMPLES),
-    derandomize=_LOCAL_EXAMPLES is None,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
-)
+
+def fuzz_settings(ci_examples, share=1):
+    """CI: a fixed seed and `ci_examples`; locally `IPU_KERAS_FUZZ_EXAMPLES // share`."""
+    return settings(
+        max_examples=int(_LOCAL_EXAMPLES) // share if _LOCAL_EXAMPLES else ci_examples,
+        derandomize=_LOCAL_EXAMPLES is None,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.filter_too_much],
+    )
 
 
-@FUZZ_SETTINGS
+@fuzz_settings(CI_EXAMPLES)
 @given(graph=graphs())
 def test_simulator_agrees_with_tensorflow(graph):
     check_graph(graph)
+
+
+@fuzz_settings(CI_EXAMPLES // 3, share=3)
+@given(graph=graphs())
+def test_strict_tile_mode_matches_vectorised_run(graph):
+    """The same graphs on an 8-tile target, replayed tile by tile: not one bit differs."""
+    check_strict_mode(graph)
