@@ -70,3 +70,11 @@ class CompilationError(IPUError, RuntimeError):
 class StrictModeMismatch(IPUError, AssertionError):
     """In strict tile mode, a tile's slice differs from the vectorised run (a mapping,
     exchange or dependency rule is wrong)."""
+
+
+# -- fuzz (issue 8: randomized differential testing) --------------------------------------
+
+
+class IndexOutOfRangeError(IPUError, IndexError):
+    """An index tensor read at run time points outside the dimension it indexes (TensorFlow
+    on the CPU rejects it too)."""

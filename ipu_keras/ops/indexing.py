@@ -4,11 +4,12 @@ IR ops: `strided_slice` (static per-axis start, size and stride: TensorFlow's ma
 resolved at import time by `strided_slice_spec`), `strided_slice_grad` (the slice
 scattered into zeros), `gather`, `gather_nd`, `scatter_nd` (update or add into a
 tensor), `segment_sum` and `one_hot`. Index operands stay dynamic; index values
-outside the indexed dimension raise `IndexError`, as TensorFlow on the CPU does.
+outside the indexed dimension raise `IndexOutOfRangeError` (an `IndexError`), as
+TensorFlow on the CPU rejects them.
 """
 import numpy as np
 
-from ipu_keras.errors import UnsupportedOpError
+from ipu_keras.errors import IndexOutOfRangeError, UnsupportedOpError
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops._common import per_output_element
 from ipu_keras.ops.array import broadcast_to, ints, reshape
@@ -30,8 +31,10 @@ _copy_cost = per_output_element("copy")
 def _check_indices(indices, bound, what):
     if indices.size and (indices.min() < 0 or indices.max() >= bound):
         bad = indices[(indices < 0) | (indices >= bound)].reshape(-1)[0]
-        raise IndexError(f"{what} index out of range, expected 0 <= index < {bound}. "
-                         f"Received: index={int(bad)}")
+        raise IndexOutOfRangeError(
+            f"{what} index out of range, expected 0 <= index < {bound}. Received: "
+            f"index={int(bad)}. Check the indices fed to the op; TensorFlow on the CPU "
+            "rejects them too.")
 
 
 # ---------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@ tensor_scatter_nd_update/add.
 
 Indices are in range by construction (TensorFlow raises on out-of-range gather
 indices on the CPU, so such graphs have no oracle), except one_hot, where TensorFlow
-defines out-of-range indices as all-off rows and any int32 value may flow in.
+defines out-of-range indices as all-off rows and any int32 value may flow in, and one
+fresh gather index input in six, drawn up to two past the end: when TensorFlow rejects
+it, the simulator must raise a designed error (`check.py`).
 Float scatters get distinct index rows: with duplicates the summation order, and for
 updates the winner, is unspecified. Integer scatter-adds may repeat rows: their sums
 are exact in any order.
@@ -51,8 +53,10 @@ def _draw_gather(b):
                          and g.rank <= 2 and g.shape[:batch_dims] == f.shape[:batch_dims])
     if found and b.flag():
         i = b.choice(found)
-    else:
-        i = b.fresh(f.shape[:batch_dims] + b.shape(0, 2 - batch_dims), "int32", "index", high=d)
+    else:  # one fresh index input in six may point past the end: both sides must reject it
+        high = d + 2 if b.integer(0, 5) == 0 else d
+        i = b.fresh(f.shape[:batch_dims] + b.shape(0, 2 - batch_dims), "int32", "index",
+                    high=high)
     a = axis % f.rank
     shape = f.shape[:a] + b.facts[i].shape[batch_dims:] + f.shape[a + 1:]
     return b.emit("gather", [x, i], Facts(shape, f.dtype, f.lo, f.hi, f.err, f.grid, f.nz),
