@@ -15,8 +15,9 @@ randomly seeded local run set `IPU_KERAS_FUZZ_EXAMPLES`, e.g.
 
     IPU_KERAS_FUZZ_EXAMPLES=2000 PYTHONPATH=. nice python -m pytest tests/fuzz -q
 
-A failing example prints as a small program (`v3 = matmul(v0, v2, ...)`); the
-regression cases found so far are pinned with `@example` in `test_regressions.py`.
+A failing example prints as a small program (`v3 = matmul(v0, v2, ...)`); the graphs
+found failing so far are pinned in `test_regressions.py`. Locally each test draws a
+fresh random seed, the strict-mode test a third of the examples.
 """
 import os
 
