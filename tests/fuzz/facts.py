@@ -7,8 +7,8 @@ numerical promise:
 * exact (`err == 0`): TensorFlow and the simulator must agree bit for bit. Integers and
   bools are always exact. A float is exact while it lives on a *grid*: every element is
   an integer multiple of `grid`, a power of two no smaller than the dtype's smallest
-  normal number, and no larger in magnitude than `grid * 2**precision`. Then every add,
-  subtract, multiply, sum, mean-free reduction and matmul of such values is computed
+  normal number, and at most `grid * 2**precision` in magnitude. While results stay
+  on such a grid, every add, subtract, multiply, sum, product and matmul is computed
   without any rounding in any order, and no value is subnormal (TensorFlow's CPU threads
   flush subnormals to zero, numpy does not), so the result is unique. Discontinuous ops
   (comparisons, floor, casts to integers, argmax, floordiv) only take exact inputs, so a
