@@ -38,7 +38,8 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        "test": ["pytest"],
+        # hypothesis drives the randomized differential test (tests/fuzz).
+        "test": ["pytest", "hypothesis"],
     },
     entry_points={
         "console_scripts": [

@@ -120,3 +120,10 @@ class AccumulationStepsError(IPUError, RuntimeError):
 
 class PipelineStageAssignmentError(IPUError, ValueError):
     """A Keras model's pipeline stage assignment breaks the assignment rules."""
+
+# -- fuzz (issue 8: randomized differential testing) --------------------------------------
+
+
+class IndexOutOfRangeError(IPUError, IndexError):
+    """An index tensor read at run time points outside the dimension it indexes (TensorFlow
+    on the CPU rejects it too)."""
