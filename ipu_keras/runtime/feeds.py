@@ -69,9 +69,11 @@ class Infeed:
         return element
 
     def _failed(self):
+        error = self._ended
+        message = getattr(error, "message", None) or str(error)
         return FeedError(
             "The infeed expected its dataset to produce the next element. Received: "
-            f"error {self._ended!r}. The execution was abandoned (weights, outfeeds and the "
+            f"error {type(error).__name__}: {message.strip()}. The execution was abandoned (weights, outfeeds and the "
             "elements it took are as before it); fix the dataset's input pipeline."
         )
 
