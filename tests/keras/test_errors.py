@@ -14,6 +14,7 @@ import keras
 import ipu_keras as ipu
 from ipu_keras.errors import FeedError, UnsupportedOpError
 from ipu_keras.keras import program as program_module
+from tests.conftest import interrupt_on_call
 
 from tests.keras.common import (
     BATCH, Recorder, assert_weights_equal, build_pair, compile_model, train_val,
@@ -84,16 +85,7 @@ def after_four_steps():
 def test_interrupt_inside_an_execution_keeps_the_last_completed_one(
         monkeypatch, after_four_steps):
     """KeyboardInterrupt while the device pulls the sixth batch (step 2 of execution 2)."""
-    pulls = []
-    original = program_module.StagedInfeed.pull
-
-    def pull(self):
-        pulls.append(1)
-        if len(pulls) == 6:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(program_module.StagedInfeed, "pull", pull)
+    interrupt_on_call(monkeypatch, program_module.StagedInfeed, "pull", 6)
     (x, y), _ = train_val()
     on_ipu, _ = build_pair()
     with pytest.raises(KeyboardInterrupt):

@@ -18,6 +18,7 @@ import ipu_keras as ipu
 from ipu_keras import _executor
 from ipu_keras.errors import FeedError
 from ipu_keras.runtime import feeds
+from tests.conftest import interrupt_on_call
 
 STEPS = 4
 
@@ -72,16 +73,7 @@ def test_an_interrupt_mid_execution_loses_no_element(monkeypatch):
     strategy, loop, total, outfeed, _ = _setup(_dataset())
     strategy.run(loop)
     outfeed.dequeue()
-    pulls = []
-    original = feeds.Infeed.pull
-
-    def pull(self):
-        pulls.append(1)
-        if len(pulls) == 3:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(feeds.Infeed, "pull", pull)
+    interrupt_on_call(monkeypatch, feeds.Infeed, "pull", 3)
     with pytest.raises(KeyboardInterrupt):
         strategy.run(loop)  # elements 4 and 5 taken, interrupted before the third
     np.testing.assert_array_equal(total.numpy(), [6])
@@ -93,20 +85,20 @@ def test_an_interrupt_mid_execution_loses_no_element(monkeypatch):
 
 
 def test_the_thread_and_the_compiled_function_go_with_their_owners():
-    before_threads, before_entries = len(_infeed_threads()), len(_executor._CACHE)
-
     def run_once():
+        """Runs a new loop; returns its infeed threads and _executor entries."""
+        threads, entries = set(_infeed_threads()), set(_executor._CACHE)
         strategy, loop, total, outfeed, _ = _setup(_dataset(n=64))
         strategy.run(loop)
-        assert len(_infeed_threads()) == before_threads + 1
-        assert len(_executor._CACHE) == before_entries + 1
-        return float(total.numpy()[0])
+        assert float(total.numpy()[0]) == 6.0
+        return set(_infeed_threads()) - threads, set(_executor._CACHE) - entries
 
     for _ in range(3):
-        assert run_once() == 6.0
+        threads, entries = run_once()
+        assert len(threads) == 1 and len(entries) == 1
         gc.collect()
         deadline = time.monotonic() + 5
-        while len(_infeed_threads()) > before_threads and time.monotonic() < deadline:
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(_infeed_threads()) == before_threads
-        assert len(_executor._CACHE) == before_entries
+        assert not any(t.is_alive() for t in threads)
+        assert not entries & set(_executor._CACHE)
