@@ -73,8 +73,9 @@ class Infeed:
         message = getattr(error, "message", None) or str(error)
         return FeedError(
             "The infeed expected its dataset to produce the next element. Received: "
-            f"error {type(error).__name__}: {message.strip()}. The execution was abandoned (weights, outfeeds and the "
-            "elements it took are as before it); fix the dataset's input pipeline."
+            f"error {type(error).__name__}: {message.strip()}. The execution was abandoned "
+            "(weights, outfeeds and the elements it took are as before it); fix the "
+            "dataset's input pipeline."
         )
 
     def unread(self, elements):

@@ -9,9 +9,9 @@ operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 copies. Reductions take one superstep to reduce in place and one per stage of their
 reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
 block also keeps a `profile` for reports: one row per costed or control-flow step
-(op, Keras layer, its cycles, its sub-blocks); the
-engine does not read it. `sources` gives each step's [TensorFlow node, Keras layer],
-for errors raised while it runs (floating-point traps). And it keeps `tiles`, what the strict tile mode
+(op, Keras layer, its cycles, its sub-blocks); the engine does not read it.
+`sources` gives each step's [TensorFlow node, Keras layer], for errors raised while
+it runs (floating-point traps). And it keeps `tiles`, what the strict tile mode
 (`simulator/strict.py`) checks: `slots`, `[slot, start, tiles, per_tile]` for every
 value the block defines; `steps`, per step `[bytes the busiest tile receives as the
 cost model charges it, source]`, plus for a matmul plan that splits k `{"k_split": k,
