@@ -11,7 +11,9 @@ bound method, its object and function) and every non-tensor argument that can be
 weakly referenced (iterators, queues, models). When one of them is collected, a
 finalizer drops the entry, and with it the session, its infeeds and their threads.
 The entry itself holds them weakly (the traced `ConcreteFunction`, which closes over
-the function, is not kept), so ids in live keys are never reused.
+the function, is not kept), so ids in live keys are never reused. The most recently
+compiled function alone is also kept until the next compile, for reports
+(`last_compiled`), even if its owners are gone.
 """
 import dataclasses
 import inspect
@@ -32,6 +34,7 @@ from ipu_keras.tracer.trace import split_arguments
 logger = logging.getLogger("ipu_keras")
 
 _CACHE = {}
+_LAST = []  # the most recently compiled CompiledFunction, for reports
 
 
 class CompiledFunction:
@@ -107,6 +110,7 @@ def compiled(fn, args=(), kwargs=None):
     if entry is None:
         function = CompiledFunction(fn, args, kwargs, cfg)
         entry = _CACHE[key] = (function, _owned_by(key, owners))
+        _LAST[:] = [function]
     return entry[0], dense
 
 
@@ -117,4 +121,4 @@ def run(fn, args=(), kwargs=None):
 
 def last_compiled():
     """The most recently compiled function (for reports), or None."""
-    return next(reversed(_CACHE.values()))[0] if _CACHE else None
+    return _LAST[0] if _LAST else None
