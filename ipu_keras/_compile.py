@@ -117,8 +117,10 @@ def _store(directory, key, executable):
     try:
         path = cache.store(directory, key, executable)
     except OSError as e:
-        logger.warning("Could not write the executable cache entry in '%s': %s. Received: "
-                       "executable_cache_path=%r", directory, e, directory)
+        logger.warning("Could not write the executable cache entry in '%s': %s. The "
+                       "executable was compiled and is used, but it is not cached; expected a "
+                       "writable directory with free space. Received: executable_cache_path=%r",
+                       directory, e, directory)
         return
     logger.debug("Stored executable in cache %s.", path)
 

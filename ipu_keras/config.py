@@ -144,11 +144,14 @@ _SPEC = {
         "poplar_options": _Option(STR_DICT, {}, _POPLAR_OPTIONS_DOC),
     },
     "floating_point_behaviour": {
-        "inv": _Option(BOOL, False, "Raise on invalid operations."),
-        "div0": _Option(BOOL, False, "Raise on division by zero."),
-        "oflo": _Option(BOOL, False, "Raise on overflow."),
-        "nanoo": _Option(BOOL, False, "Produce NaN on overflow instead of saturating."),
-        "esr": _Option(BOOL, False, "Enable stochastic rounding."),
+        "inv": _Option(BOOL, False, "Trap on invalid operations (0/0, inf-inf, ...): the "
+                       "execution raises FloatingPointTrapError naming the op and layer."),
+        "div0": _Option(BOOL, False, "Trap on division by zero (x/0, log(0))."),
+        "oflo": _Option(BOOL, False, "Trap on overflow (float16 and float32)."),
+        "nanoo": _Option(BOOL, False, "Produce NaN on overflow instead of saturating "
+                         "(accepted; the simulator gives inf, as TensorFlow does)."),
+        "esr": _Option(BOOL, False, "Enable stochastic rounding (accepted; the simulator "
+                       "rounds to nearest)."),
     },
     "allow_recompute": _Option(BOOL, False, "Recompute activations instead of keeping them."),
     "selection_order": _Option(

@@ -127,3 +127,28 @@ class PipelineStageAssignmentError(IPUError, ValueError):
 class IndexOutOfRangeError(IPUError, IndexError):
     """An index tensor read at run time points outside the dimension it indexes (TensorFlow
     on the CPU rejects it too)."""
+
+# -- faults (issue 8): floating-point traps ---------------------------------------------------
+class FloatingPointTrapError(IPUError, FloatingPointError):
+    """An execution produced a value that an `IPUConfig.floating_point_behaviour` trap
+    (`inv`, `div0` or `oflo`) is set to catch; the execution was abandoned."""
+
+    _WHAT = {"inv": "an invalid operation (such as 0/0, inf-inf or log of a negative number)",
+             "div0": "a division by zero (such as x/0 or log(0))",
+             "oflo": "an overflow (a result beyond the largest finite value of its dtype)"}
+
+    def __init__(self, flag, op, node="", layer="", detail=""):
+        self.flag = flag
+        self.op = op
+        self.node = node
+        self.layer = layer
+        where = f" (TensorFlow node '{node}')" if node else ""
+        where += f" in Keras layer '{layer}'" if layer else ""
+        super().__init__(
+            f"The IPU trapped a floating-point exception: {self._WHAT[flag]} in op '{op}'"
+            f"{where}. With IPUConfig.floating_point_behaviour.{flag}=True every result was "
+            f"expected to be free of it. Received: {detail or flag}. The execution was "
+            "abandoned: weights and outfeeds are those of the last completed execution. Fix "
+            "the values reaching that op, or set the flag to False to let inf and NaN "
+            "propagate."
+        )

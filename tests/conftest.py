@@ -3,3 +3,18 @@ import os
 
 # Silence TensorFlow's C++ start-up logging; must be set before TensorFlow is imported.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def interrupt_on_call(monkeypatch, cls, name, call):
+    """Patches `cls.name` to raise KeyboardInterrupt on its `call`-th call (1-based), as
+    Ctrl-C would there; `monkeypatch.undo()` restores it."""
+    calls = []
+    original = getattr(cls, name)
+
+    def patched(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, name, patched)

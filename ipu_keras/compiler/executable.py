@@ -3,8 +3,11 @@
 An `Executable` is programs (blocks of steps), the slots they use, the variables
 and streams they touch, cost tables per block and the memory plan. It is saved as
 one zip file holding `executable.json` and `constants.npz`, with a SHA-256 checksum
-over both; loading never unpickles anything (`allow_pickle=False`) and refuses a
-truncated or altered file with `ExecutableFormatError`.
+over both; loading never unpickles anything and refuses a truncated or altered file
+with `ExecutableFormatError`. A checksum is no signature, so loading also distrusts
+the file's structure: before a byte is decompressed it refuses members with other
+names (a path such as `../x`), compressed members (a zip bomb) and members, or arrays
+declared in `.npy` headers, larger than the archive that holds them.
 
 Steps (lists, first element the kind):
   ["exec", op, in_slots, out_slots, params]
@@ -21,6 +24,8 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
+import re
 import zipfile
 
 import numpy as np
@@ -29,6 +34,9 @@ from ipu_keras.errors import ExecutableFormatError
 
 FORMAT_VERSION = 1
 CYCLE_KINDS = ("compute", "exchange", "sync", "host_io")
+_MEMBERS = ("executable.json", "constants.npz", "checksum")
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}
 
 
 @dataclasses.dataclass
@@ -61,16 +69,7 @@ class Executable:
 
     @classmethod
     def load(cls, path):
-        try:
-            with zipfile.ZipFile(path) as archive:
-                body = archive.read("executable.json")
-                arrays = archive.read("constants.npz")
-                digest = archive.read("checksum").decode()
-        except (zipfile.BadZipFile, KeyError, OSError, EOFError) as e:
-            raise ExecutableFormatError(
-                f"The file '{path}' is not a complete ipu_keras executable, expected a zip "
-                f"with executable.json, constants.npz and checksum. Received: error {e!r}."
-            ) from None
+        body, arrays, digest = _read_members(path)
         if hashlib.sha256(body + arrays).hexdigest() != digest:
             raise ExecutableFormatError(
                 f"The executable '{path}' does not match its checksum: it was altered or "
@@ -82,9 +81,84 @@ class Executable:
                 f"Executable format {FORMAT_VERSION} expected. Received: "
                 f"format={document.get('format')!r}."
             )
-        with np.load(io.BytesIO(arrays), allow_pickle=False) as npz:
-            constants = {k: npz[k] for k in npz.files}
-        return cls(**_decode(document["executable"], constants))
+        return cls(**_decode(document["executable"], _read_constants(path, arrays)))
+
+
+def _refuse(path, what, received):
+    raise ExecutableFormatError(
+        f"The file '{path}' is not a well-formed ipu_keras executable: expected {what}. "
+        f"Received: {received}. Recompile it; never load executables from untrusted sources."
+    )
+
+
+def _checked_members(path, archive, limit, expected=None, pattern=None):
+    """The archive's members, refused before anything is decompressed unless each one is
+    stored (not compressed), has an expected name and a size within `limit` bytes."""
+    members = archive.infolist()
+    for info in members:
+        name = info.filename
+        if (expected is not None and name not in expected
+                or pattern is not None and not re.fullmatch(pattern, name)):
+            _refuse(path, f"members named {sorted(expected or [pattern])}",
+                    f"member name={name!r}")
+        if info.compress_type != zipfile.ZIP_STORED:
+            _refuse(path, "uncompressed members, as Executable.save writes them",
+                    f"compress_type={info.compress_type} for member {name!r}")
+        if info.file_size > limit or info.compress_size != info.file_size:
+            _refuse(path, f"members no larger than the archive ({limit} bytes)",
+                    f"file_size={info.file_size} for member {name!r}")
+    return members
+
+
+def _read_members(path):
+    try:
+        with zipfile.ZipFile(path) as archive:
+            limit = archive.fp.seek(0, io.SEEK_END)
+            _checked_members(path, archive, limit, expected=_MEMBERS)
+            return (archive.read("executable.json"), archive.read("constants.npz"),
+                    archive.read("checksum").decode())
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, UnicodeDecodeError) as e:
+        raise ExecutableFormatError(
+            f"The file '{path}' is not a complete ipu_keras executable, expected a zip "
+            f"with executable.json, constants.npz and checksum. Received: error {e!r}."
+        ) from None
+
+
+def _read_constants(path, arrays):
+    """The constants of `constants.npz`, each array's declared size checked first."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(arrays)) as archive:
+            members = _checked_members(path, archive, len(arrays), pattern=r"c[0-9]+\.npy")
+            constants = {}
+            for info in members:
+                with archive.open(info) as member:
+                    constants[info.filename[:-4]] = _read_array(path, member, info)
+            return constants
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise ExecutableFormatError(
+            f"The constants of '{path}' are not a complete npz archive of arrays. "
+            f"Received: error {e!r}. Recompile it."
+        ) from None
+
+
+def _read_array(path, member, info):
+    version = np.lib.format.read_magic(member)
+    read_header = _HEADER_READERS.get(version)
+    if read_header is None:
+        _refuse(path, "arrays in .npy format 1.0 or 2.0", f"version={version}")
+    shape, fortran, dtype = read_header(member)
+    if dtype.hasobject:
+        _refuse(path, "arrays of plain dtypes", f"dtype={dtype} in {info.filename!r}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > info.file_size:
+        _refuse(path, f"arrays no larger than their member ({info.file_size} bytes)",
+                f"shape={shape} of {dtype} in {info.filename!r}")
+    data = member.read(nbytes)
+    if len(data) != nbytes:
+        _refuse(path, f"{nbytes} bytes of array data", f"{len(data)} bytes")
+    array = np.frombuffer(data, dtype=dtype)
+    order = "F" if fortran else "C"
+    return array.reshape(shape, order=order).copy(order=order)
 
 
 def _encode(tree):

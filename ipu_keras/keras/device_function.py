@@ -13,6 +13,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from ipu_keras.errors import FeedError
 from ipu_keras.keras import accumulation
 from ipu_keras.keras.boundary import flatten_batch, signature
 from ipu_keras.keras.program import StepProgram
@@ -69,6 +70,13 @@ class DeviceFunction:
                 batches.append(pull())
             except (StopIteration, tf.errors.OutOfRangeError):
                 break
+            except Exception as e:  # noqa: BLE001 - the input pipeline's own error, kept
+                message = getattr(e, "message", None) or str(e)
+                raise FeedError(
+                    "The input pipeline expected to produce the next batch of this execution. "
+                    f"Received: error {type(e).__name__}: {message.strip()}. The execution "
+                    "did not run; the weights are those of the last completed one."
+                ) from e
         return batches
 
     def _program(self, batch, flat):

@@ -60,7 +60,8 @@ class StepProgram:
                                                                   traced.graph.infeeds)]
         self.session = Session(self.executable, traced.variables, infeeds + [self.infeed],
                                list(traced.outfeeds) + [self.outfeed],
-                               strict=cfg.ipu_model.strict_tile_mode)
+                               strict=cfg.ipu_model.strict_tile_mode,
+                               floating_point=cfg.floating_point_behaviour)
         self.output_structure = traced.output_structure
         self.compile_seconds = time.perf_counter() - start
         self.steps_run = 0

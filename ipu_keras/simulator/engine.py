@@ -9,18 +9,52 @@ cost tables the compiler computed.
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
 with `pull(feed) -> [arrays]` and `push(feed, [arrays])`).
+
+Floating-point traps (`IPUConfig.floating_point_behaviour`): the IPU can trap on the
+tile when an op produces an invalid result (`inv`), divides by zero (`div0`) or
+overflows (`oflo`). With none of these on, the engine runs under
+`np.errstate(all="ignore")` and inf and NaN propagate as in TensorFlow on the CPU.
+With some on, the run sets numpy's error state to "raise" for those categories once,
+and each exec or variable-write step is wrapped so that numpy's `FloatingPointError`
+becomes a `FloatingPointTrapError` naming the op, its TensorFlow node and Keras layer
+(the block's `sources`); the hot path with the flags off is unchanged. What is
+modelled: the three traps, for float16 and float32 results alike (numpy flags a
+float16 overflow, including a cast to float16, like a float32 one). An op whose
+inputs are all integers never traps (the IPU's traps are floating-point ones; an
+integer division by zero gives numpy's 0). Not modelled: `nanoo` (on the IPU a float16
+overflow then gives NaN instead of saturating; here it gives inf either way, as
+TensorFlow does) and `esr` (stochastic rounding; results are rounded to nearest).
+A kernel that computes a value it then discards (a `where` over both branches) must
+silence numpy locally with its own `np.errstate`, or it would trap spuriously.
 """
 import numpy as np
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
-from ipu_keras.errors import OutOfTileMemoryError
+from ipu_keras.errors import FloatingPointTrapError, OutOfTileMemoryError
 from ipu_keras.ops.registry import get_op
 from ipu_keras.ops.state import write_kernel
 
 
+# floating_point_behaviour flag -> numpy error category, and numpy's words for each.
+TRAPS = {"inv": "invalid", "div0": "divide", "oflo": "over"}
+_NUMPY_WORDS = (("invalid value", "inv"), ("divide by zero", "div0"), ("overflow", "oflo"))
+
+
 class Engine:
-    def __init__(self, executable):
+    """Runs an `Executable`.
+
+    Args:
+        executable: The compiled `Executable`.
+        floating_point: `IPUConfig.floating_point_behaviour` as a dict of flags (e.g.
+            `{"inv": True, "div0": False, ...}`); None or all off: no traps.
+    """
+
+    def __init__(self, executable, floating_point=None):
         self.executable = executable
+        flags = dict(floating_point or {})
+        self._errstate = {"all": "ignore"}
+        self._errstate.update({TRAPS[f]: "raise" for f in TRAPS if flags.get(f)})
+        self._traps = len(self._errstate) > 1
         self.counts = [0] * len(executable.blocks)
         self._preset = [None] * executable.num_slots
         for slot, value in executable.constants:
@@ -44,8 +78,8 @@ class Engine:
         self.counts = [0] * len(self._blocks)
         self._state, self._streams = state, streams
         try:
-            # Like the IPU with floating_point_behaviour off: no float exception stops a run.
-            with np.errstate(all="ignore"):
+            # Off, like the IPU: no float exception stops a run; on, the chosen ones trap.
+            with np.errstate(**self._errstate):
                 self._blocks[0](env)
         finally:
             self._state = self._streams = None
@@ -58,7 +92,12 @@ class Engine:
 
     # -- building closures ------------------------------------------------------
     def _build_block(self, index):
-        steps = [self._build_step(s) for s in self.executable.blocks[index]["steps"]]
+        block = self.executable.blocks[index]
+        steps = [self._build_step(s) for s in block["steps"]]
+        if self._traps:
+            sources = block.get("sources") or [["", ""]] * len(steps)
+            steps = [self._trapping(run, step, source) if step[0] in ("exec", "write") else run
+                     for run, step, source in zip(steps, block["steps"], sources)]
 
         def run_block(env):
             self.counts[index] += 1
@@ -69,6 +108,26 @@ class Engine:
 
     def _build_step(self, step):
         return getattr(self, "_step_" + step[0])(*step[1:])
+
+    def _trapping(self, run, step, source):
+        """`run` with numpy's FloatingPointError turned into the IPU's trap error."""
+        op, ins = (step[1], step[2]) if step[0] == "exec" else (f"write_var ({step[2]})",
+                                                                [step[3]])
+        node, layer = source
+
+        def trapped(env):
+            try:
+                run(env)
+            except FloatingPointTrapError:
+                raise
+            except FloatingPointError as e:
+                if not any(np.asarray(env[i]).dtype.kind in "fc" for i in ins):
+                    with np.errstate(all="ignore"):  # integer ops do not trap
+                        return run(env)
+                flag = next((f for words, f in _NUMPY_WORDS if words in str(e)), "inv")
+                raise FloatingPointTrapError(flag, op, node, layer,
+                                             f"numpy reported '{e}'") from None
+        return trapped
 
     def _step_exec(self, op, ins, outs, params):
         kernel = get_op(op).kernel

@@ -96,7 +96,7 @@ def mapping_bounds(mapping, size, num_tiles):
 class StrictEngine(Engine):
     """An `Engine` that checks every exec step tile by tile (see the module docstring)."""
 
-    def __init__(self, executable):
+    def __init__(self, executable, floating_point=None):
         target = executable.target
         self.num_tiles = int(target["tiles_per_ipu"]) * int(target.get("num_ipus", 1))
         if self.num_tiles > MAX_STRICT_TILES:
@@ -114,7 +114,7 @@ class StrictEngine(Engine):
                 self.mappings[slot] = tuple(mapping)
         self.steps = []
         self._facts = None
-        super().__init__(executable)
+        super().__init__(executable, floating_point)
 
     def report(self):
         """One `StepReport` per exec step, in program order."""

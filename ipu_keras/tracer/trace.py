@@ -5,10 +5,12 @@ Arguments that are tensors or numpy arrays become graph inputs. Everything else
 `tf.function` treats non-tensor arguments, so resources reach the graph as captures
 that `graph.captures` and `graph.variables` name.
 """
+import contextlib
 import dataclasses
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops
 
 from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
@@ -73,9 +75,29 @@ def trace(fn, args=(), kwargs=None, outfeed_queues=None):
     """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
     layers = LayerScopes()
-    with layers.recording():
+    with layers.recording(), _custom_gradients_released():
         concrete = tf_fn.get_concrete_function(*specs)
     return import_concrete(concrete, len(specs), layers, outfeed_queues)
+
+
+@contextlib.contextmanager
+def _custom_gradients_released():
+    """Unregisters the gradient functions `tf.custom_gradient` registers while tracing.
+
+    In graph mode each call registers a new global gradient function (`CustomGradient-N`)
+    whose closure holds the traced graph, forever: tracing a Keras train step (its
+    `all_reduce`) leaked one FuncGraph per model. Gradients are already part of the
+    traced graph (Keras differentiates inside the step), so nothing looks them up after.
+    """
+    registry = getattr(getattr(tf_ops, "_gradient_registry", None), "_registry", None)
+    before = set(registry) if isinstance(registry, dict) else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            for name in [n for n in registry if n not in before]:
+                if name.startswith("CustomGradient-"):
+                    registry.pop(name, None)
 
 
 def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):

@@ -1,4 +1,5 @@
 """The executable cache (compiler/cache.py, _compile.py) and graph fingerprints."""
+import errno
 import logging
 import os
 
@@ -127,3 +128,44 @@ def test_store_is_atomic_and_replaces(tmp_path):
     assert os.listdir(tmp_path) == ["k" * 64 + cache.SUFFIX]
     assert cache.load(str(tmp_path), "k" * 64).blocks[0]["cycles"] == exe.blocks[0]["cycles"]
     assert cache.load(str(tmp_path), "x" * 64) is None
+
+
+def _fails_with(code):
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+    return fail
+
+
+def _partial_save_then_disk_full(self, path):
+    with open(path, "wb") as f:
+        f.write(b"PK\x03\x04" + b"\0" * 100)  # what fit before the disk filled up
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("fault", ["disk full", "read-only directory", "read-only, no dir"])
+def test_a_cache_that_cannot_be_written_warns_and_compiling_still_works(
+        tmp_path, caplog, monkeypatch, fault):
+    directory = tmp_path / "cache"
+    if fault == "disk full":
+        monkeypatch.setattr(cache.Executable, "save", _partial_save_then_disk_full)
+    elif fault == "read-only directory":
+        directory.mkdir()
+        monkeypatch.setattr(cache.tempfile, "mkstemp", _fails_with(errno.EROFS))
+    else:
+        monkeypatch.setattr(cache.os, "makedirs", _fails_with(errno.EACCES))
+    caplog.set_level(logging.INFO, logger="ipu_keras")
+    exe = compile_for_ipu(dense_step(), _cfg(directory), "dense")
+    assert exe.info["cache"]["status"] == "miss"
+    for a, b in zip(_run_dense(exe), _run_dense(compile_for_ipu(dense_step(), _cfg("")))):
+        np.testing.assert_array_equal(a, b)
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "not cached" in warning.message and "Received: executable_cache_path=" in (
+        warning.message)
+    assert not directory.exists() or os.listdir(directory) == []  # no entry, no temporary
+
+
+def test_a_read_only_cache_still_serves_its_entries(tmp_path, monkeypatch):
+    key = compile_for_ipu(dense_step(), _cfg(tmp_path)).info["cache"]["key"]
+    monkeypatch.setattr(cache.tempfile, "mkstemp", _fails_with(errno.EROFS))
+    again = compile_for_ipu(dense_step(), _cfg(tmp_path))
+    assert again.info["cache"] == {"status": "hit", "key": key}

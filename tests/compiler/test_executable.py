@@ -1,4 +1,6 @@
 """Executables are plain data: saved, loaded without pickle, and checked."""
+import hashlib
+import io
 import zipfile
 
 import numpy as np
@@ -63,3 +65,79 @@ def test_altered_file_is_refused(tmp_path):
             archive.writestr(name, data)
     with pytest.raises(ExecutableFormatError, match="checksum"):
         Executable.load(path)
+
+
+# -- hostile files: a checksum is no signature, so the structure is checked too --------------
+def _members(path):
+    with zipfile.ZipFile(path) as archive:
+        return {n: archive.read(n) for n in archive.namelist()}
+
+
+def _rewrite(path, members, compression=zipfile.ZIP_STORED):
+    """Writes `members` back with a checksum that matches, so only the structure is wrong."""
+    members = dict(members)
+    digest = hashlib.sha256(members["executable.json"] + members["constants.npz"]).hexdigest()
+    members["checksum"] = digest.encode()
+    with zipfile.ZipFile(path, "w", compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+@pytest.fixture
+def saved(tmp_path):
+    path = tmp_path / "step.ipuexe"
+    compile_graph(dense_step(), small_target(4)).save(path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["../../escape.json", "/etc/evil", "sub/executable.json"])
+def test_a_member_with_another_name_or_path_is_refused(saved, name):
+    members = _members(saved)
+    members[name] = b"{}"
+    _rewrite(saved, members)
+    with pytest.raises(ExecutableFormatError, match="member name=") as info:
+        Executable.load(saved)
+    assert repr(name) in str(info.value)
+    assert not (saved.parent.parent / "escape.json").exists()
+
+
+def test_a_zip_bomb_is_refused_before_it_is_decompressed(saved, monkeypatch):
+    members = _members(saved)
+    members["executable.json"] = b" " * (64 << 20)  # 64 MiB of spaces deflate to ~64 KiB
+    _rewrite(saved, members, zipfile.ZIP_DEFLATED)
+    assert saved.stat().st_size < (1 << 20)
+    opened = []
+    monkeypatch.setattr(zipfile.ZipFile, "open", lambda *a, **k: opened.append(a) or 1 / 0)
+    with pytest.raises(ExecutableFormatError, match="uncompressed members"):
+        Executable.load(saved)
+    assert not opened  # refused from the directory, nothing was read or inflated
+
+
+def test_a_member_declaring_more_than_the_archive_holds_is_refused(saved):
+    data = bytearray(saved.read_bytes())
+    # The end record gives the central directory; patch its first entry's uncompressed
+    # size (executable.json) to 4 GiB - 2.
+    end = data.rindex(b"PK\x05\x06")
+    central = int.from_bytes(data[end + 16:end + 20], "little")
+    data[central + 24:central + 28] = (0xFFFFFFFE).to_bytes(4, "little")
+    saved.write_bytes(bytes(data))
+    with pytest.raises(ExecutableFormatError, match="file_size=4294967294"):
+        Executable.load(saved)
+
+
+def test_an_array_declaring_a_huge_shape_is_refused(saved):
+    members = _members(saved)
+    with zipfile.ZipFile(io.BytesIO(members["constants.npz"])) as npz:
+        arrays = {n: npz.read(n) for n in npz.namelist()}
+    name = sorted(arrays)[0]
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }"
+    arrays[name] = (b"\x93NUMPY\x01\x00" + (len(header) + 1).to_bytes(2, "little")
+                    + header.encode() + b"\n" + b"\0" * 16)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as npz:
+        for n, data in arrays.items():
+            npz.writestr(n, data)
+    members["constants.npz"] = buffer.getvalue()
+    _rewrite(saved, members)
+    with pytest.raises(ExecutableFormatError, match=r"shape=\(1000000000000,\)"):
+        Executable.load(saved)

@@ -74,3 +74,23 @@ def test_two_processes_writing_at_once_leave_a_good_entry(tmp_path):
     (entry,) = _entries(tmp_path)
     Executable.load(tmp_path / entry)  # complete and checksummed
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_two_processes_reading_a_truncated_entry_at_once_recompile_and_repair_it(tmp_path):
+    """(A corrupted entry takes the same path; tests/compiler/test_cache.py covers both.)"""
+    _, first = _finish(_start(tmp_path))
+    (entry,) = _entries(tmp_path)
+    path = tmp_path / entry
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 3])
+    processes = [_start(tmp_path), _start(tmp_path)]
+    outputs = [_finish(p) for p in processes]
+    for out, result in outputs:
+        assert result == first  # each process computed the right thing
+        # It found the damage (a warning, and it recompiled), unless the other process had
+        # already replaced the entry by then.
+        assert ("WARNING The executable cache entry" in out and "damaged" in out
+                or "INFO Loaded executable from cache" in out), out
+    assert any("damaged" in out for out, _ in outputs)
+    assert _entries(tmp_path) == [entry]
+    Executable.load(path)  # repaired: complete and checksummed
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]

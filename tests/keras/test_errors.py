@@ -6,13 +6,15 @@ interrupted while an execution is staged or running leaves the weights (and the 
 count) of the last completed execution, never half-written: they equal Keras' after
 exactly that many steps.
 """
+import numpy as np
 import pytest
 import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
-from ipu_keras.errors import UnsupportedOpError
+from ipu_keras.errors import FeedError, UnsupportedOpError
 from ipu_keras.keras import program as program_module
+from tests.conftest import interrupt_on_call
 
 from tests.keras.common import (
     BATCH, Recorder, assert_weights_equal, build_pair, compile_model, train_val,
@@ -83,16 +85,7 @@ def after_four_steps():
 def test_interrupt_inside_an_execution_keeps_the_last_completed_one(
         monkeypatch, after_four_steps):
     """KeyboardInterrupt while the device pulls the sixth batch (step 2 of execution 2)."""
-    pulls = []
-    original = program_module.StagedInfeed.pull
-
-    def pull(self):
-        pulls.append(1)
-        if len(pulls) == 6:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(program_module.StagedInfeed, "pull", pull)
+    interrupt_on_call(monkeypatch, program_module.StagedInfeed, "pull", 6)
     (x, y), _ = train_val()
     on_ipu, _ = build_pair()
     with pytest.raises(KeyboardInterrupt):
@@ -105,18 +98,28 @@ def test_interrupt_inside_an_execution_keeps_the_last_completed_one(
     assert int(on_ipu.optimizer.iterations.numpy()) == 4 + 7
 
 
-def test_failing_input_pipeline_keeps_the_last_completed_execution(after_four_steps):
+def _failing_generator(x, y):
+    for i in range(5):
+        yield x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
+    raise ValueError("the data source broke")
+
+
+def _failing_dataset(x, y):
+    """A tf.data pipeline whose map fails on the sixth batch (read by the raw-op path)."""
+    x = x.copy()
+    x[5 * BATCH, 0, 0, 0] = np.nan
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+    return data.map(lambda a, b: (tf.debugging.check_numerics(a, "the data source broke"), b))
+
+
+@pytest.mark.parametrize("source", [_failing_generator, _failing_dataset],
+                         ids=["generator", "tf.data"])
+def test_failing_input_pipeline_keeps_the_last_completed_execution(after_four_steps, source):
     (x, y), _ = train_val()
-
-    def batches():
-        for i in range(5):
-            yield x[i * BATCH:(i + 1) * BATCH], y[i * BATCH:(i + 1) * BATCH]
-        raise ValueError("the data source broke")
-
     on_ipu, _ = build_pair()
-    with pytest.raises(Exception, match="the data source broke"):
-        on_ipu.fit(batches(), steps_per_epoch=7, verbose=0)
+    with pytest.raises(FeedError, match="the data source broke") as info:
+        on_ipu.fit(source(x, y), steps_per_epoch=7, verbose=0)
+    assert "Received: error" in str(info.value)
     # The fifth batch was staged for the second execution, which never ran.
     assert int(on_ipu.optimizer.iterations.numpy()) == 4
     assert_weights_equal(on_ipu.get_weights(), after_four_steps)
-

@@ -1,7 +1,11 @@
 """The engine runs executables: kernels, variables, streams, loops and cycle counts."""
 import numpy as np
+import pytest
 
 from ipu_keras.compiler import compile_graph
+from ipu_keras.errors import FloatingPointTrapError
+from ipu_keras.ir.graph import Source
+from ipu_keras.ops.builder import Builder, new_input
 from ipu_keras.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step, dense_step_reference, small_target
 
@@ -42,3 +46,35 @@ def test_cycles_are_block_costs_times_executions():
                 + 4 * exe.blocks[body]["cycles"][k] for k in exe.blocks[0]["cycles"]}
     assert engine.cycles() == expected
     assert expected["host_io"] > 0 and expected["compute"] > 0
+
+
+def _divide_graph(dtype):
+    """x / y elementwise (floor division for integers), with a source on the equation."""
+    b = Builder()
+    x, y = new_input((3,), dtype, "x"), new_input((3,), dtype, "y")
+    op = "div" if np.dtype(dtype).kind == "f" else "floor_div"
+    out = b.emit(op, [x, y])
+    b.equations[-1].source = Source("model/ratio/truediv", "ratio")
+    return b.graph([x, y], [out])
+
+
+def test_traps_name_the_step_and_are_free_when_off():
+    exe = compile_graph(_divide_graph("float32"), small_target(4))
+    x, y = np.array([1, 0, 2], np.float32), np.array([1, 0, 0], np.float32)
+    (off,) = Engine(exe).run([x, y], [], None)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(off, x / y)  # nan and inf propagate
+    (quiet,) = Engine(exe, {"oflo": True}).run([x, y], [], None)
+    np.testing.assert_array_equal(quiet, off)
+    with pytest.raises(FloatingPointTrapError) as info:
+        Engine(exe, {"inv": True, "div0": False}).run([x, y], [], None)
+    assert (info.value.flag, info.value.op, info.value.layer) == ("inv", "div", "ratio")
+    assert info.value.node == "model/ratio/truediv"
+
+
+def test_integer_division_by_zero_never_traps():
+    exe = compile_graph(_divide_graph("int32"), small_target(4))
+    x, y = np.array([7, 8, 9], np.int32), np.array([2, 0, 3], np.int32)
+    (out,) = Engine(exe, {"inv": True, "div0": True, "oflo": True}).run([x, y], [], None)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(out, np.floor_divide(x, y))

@@ -9,8 +9,9 @@ operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 copies. Reductions take one superstep to reduce in place and one per stage of their
 reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
 block also keeps a `profile` for reports: one row per costed or control-flow step
-(op, Keras layer, its cycles, its sub-blocks); the
-engine does not read it. And it keeps `tiles`, what the strict tile mode
+(op, Keras layer, its cycles, its sub-blocks); the engine does not read it.
+`sources` gives each step's [TensorFlow node, Keras layer], for errors raised while
+it runs (floating-point traps). And it keeps `tiles`, what the strict tile mode
 (`simulator/strict.py`) checks: `slots`, `[slot, start, tiles, per_tile]` for every
 value the block defines; `steps`, per step `[bytes the busiest tile receives as the
 cost model charges it, source]`, plus for a matmul plan that splits k `{"k_split": k,
@@ -45,18 +46,20 @@ class _Lowering:
         index = len(self.blocks)
         self.blocks.append(None)
         self.slots_of(graph.inputs)
-        steps, cycles, profile = [], [0, 0, 0, 0], []
+        steps, cycles, profile, sources = [], [0, 0, 0, 0], [], []
         for eqn in graph.equations:
             step = self.step(eqn)
             if step is not None:
                 steps.append(step)
+                sources.append([eqn.source.node, eqn.source.layer])
             eqn_cycles = self.cycles(eqn)
             for k, c in enumerate(eqn_cycles):
                 cycles[k] += c
             if any(eqn_cycles) or step is not None and step[0] in ("while", "if"):
                 profile.append(_profile_row(eqn, eqn_cycles, step))
         self.blocks[index] = {"steps": steps, "cycles": dict(zip(
-            ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile}
+            ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile,
+            "sources": sources}
         self.blocks[index]["tiles"] = self.tile_facts(graph)
         return index
 
