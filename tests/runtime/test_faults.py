@@ -58,12 +58,12 @@ def test_a_dataset_raising_mid_execution_keeps_the_last_completed_one():
     strategy, loop, total, outfeed, _ = _setup(_dataset(bad_at=6))
     strategy.run(loop)
     np.testing.assert_array_equal(total.numpy(), [0 + 1 + 2 + 3])
-    np.testing.assert_array_equal(outfeed.dequeue().ravel(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(outfeed.dequeue().numpy().ravel(), [0, 1, 2, 3])
     with pytest.raises(FeedError, match="the data source broke") as info:
         strategy.run(loop)  # takes elements 4 and 5, then element 6 fails
     assert "Received: error" in str(info.value)
     np.testing.assert_array_equal(total.numpy(), [6])
-    assert outfeed.dequeue().size == 0
+    assert outfeed.dequeue().numpy().size == 0
     with pytest.raises(FeedError):  # the dataset stays failed, as a tf.data iterator does
         strategy.run(loop)
     np.testing.assert_array_equal(total.numpy(), [6])
@@ -77,10 +77,10 @@ def test_an_interrupt_mid_execution_loses_no_element(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         strategy.run(loop)  # elements 4 and 5 taken, interrupted before the third
     np.testing.assert_array_equal(total.numpy(), [6])
-    assert outfeed.dequeue().size == 0
+    assert outfeed.dequeue().numpy().size == 0
     monkeypatch.undo()
     strategy.run(loop)  # reads 4 and 5 again, then 6 and 7
-    np.testing.assert_array_equal(outfeed.dequeue().ravel(), [4, 5, 6, 7])
+    np.testing.assert_array_equal(outfeed.dequeue().numpy().ravel(), [4, 5, 6, 7])
     np.testing.assert_array_equal(total.numpy(), [sum(range(8))])
 
 
