@@ -24,7 +24,7 @@ def check_graph(graph):
             ipu_keras.ipu_compiler.compile(fn, arrays)
             pytest.fail(f"TensorFlow rejects this graph ({e.message}); the simulator did not")
         return
-    got = ipu_keras.ipu_compiler.compile(fn, arrays)
+    got = [np.asarray(t) for t in ipu_keras.ipu_compiler.compile(fn, arrays)]
     assert len(got) == len(expected)
     for index, g, e in zip(graph.outputs, got, expected):
         facts = graph.facts[index]
@@ -45,7 +45,7 @@ def _run_on_tiles(fn, arrays, tiles, strict):
     cfg.ipu_model.strict_tile_mode = strict
     cfg.configure_ipu_system()
     try:
-        return ipu_keras.ipu_compiler.compile(fn, arrays)
+        return [np.asarray(t) for t in ipu_keras.ipu_compiler.compile(fn, arrays)]
     finally:
         reset_ipu_configuration()
 
