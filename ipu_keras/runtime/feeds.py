@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context
 
 from ipu_keras.errors import FeedError, InfeedExhaustedError
 
@@ -33,6 +34,11 @@ class Infeed:
         self._ended = False
 
     def _fetch(self):
+        # A new thread starts in graph mode when TF1 behaviour is on (disable_v2_behavior).
+        with context.eager_mode():
+            self._fetch_eagerly()
+
+    def _fetch_eagerly(self):
         dtypes = [tf.as_dtype(t.dtype) for t in self.types]
         shapes = [t.shape for t in self.types]
         while True:
