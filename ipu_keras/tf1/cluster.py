@@ -151,6 +151,7 @@ class Cluster:
 
         signature = [tf.TensorSpec(op.outputs[0].shape, op.outputs[0].dtype)
                      for op in self.placeholders]
+        body.__name__ = self.name
         concrete = tf.compat.v1.wrap_function(body, signature)
         concrete.graph.variables = self.standins
         traced = import_concrete(concrete, len(signature),
