@@ -16,7 +16,7 @@ import importlib
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "compat", "config", "errors", "flags", "ipu_compiler", "keras", "ipu_infeed_queue",
+    "compat", "config", "errors", "flags", "gen_ipu_ops", "ipu_compiler", "keras", "ipu_infeed_queue",
     "ipu_outfeed_queue", "ipu_strategy", "loops", "profiling", "scopes", "utils",
 )
 _NAMES = {
