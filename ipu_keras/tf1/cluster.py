@@ -18,6 +18,7 @@ those assignments, so a failed execution leaves the session's variables untouche
 import contextlib
 import itertools
 import logging
+import re
 
 import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
@@ -52,8 +53,8 @@ def compile_in_graph(computation, inputs):
     initializers |= {v.initializer.name for v in tf.compat.v1.global_variables()}
     flat = [r for r in tf.nest.flatten(result) if r is not None]
     outputs = [t for t in flat if isinstance(t, tf.Tensor)]
-    cluster = Cluster(graph, outputs, new_ops, initializers, getattr(computation, "__name__",
-                                                                      "cluster"))
+    name = re.sub(r"[^A-Za-z0-9_.]", "_", getattr(computation, "__name__", "cluster"))
+    cluster = Cluster(graph, outputs, new_ops, initializers, name)
     return cluster.build()
 
 
@@ -85,6 +86,9 @@ class Cluster:
         self.graph_def.versions.CopyFrom(sub.versions)
         self.graph_def.node.extend(n for n in sub.node
                                    if n.op not in _BOUND and n.name not in bound)
+        for node in self.graph_def.node:
+            if "_class" in node.attr:  # colocation with variables left in the session
+                del node.attr["_class"]
         _rename_functions(self.graph_def, f"_ipu{next(_clusters)}")
         self.effects = [e for e in effects if e not in {t.op.name for t in outputs}]
         self.compiled = None
