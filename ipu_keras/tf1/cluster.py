@@ -53,7 +53,8 @@ def compile_in_graph(computation, inputs):
     initializers |= {v.initializer.name for v in tf.compat.v1.global_variables()}
     flat = [r for r in tf.nest.flatten(result) if r is not None]
     outputs = [t for t in flat if isinstance(t, tf.Tensor)]
-    name = re.sub(r"[^A-Za-z0-9_.]", "_", getattr(computation, "__name__", "cluster"))
+    name = re.sub(r"[^A-Za-z0-9_.]", "_", getattr(computation, "__name__", "cluster")).strip("_")
+    name = name or "cluster"
     cluster = Cluster(graph, outputs, new_ops, initializers, name)
     return cluster.build()
 
