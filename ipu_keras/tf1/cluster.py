@@ -79,8 +79,8 @@ class Cluster:
                           if n.op == "VarHandleOp"]
         from ipu_keras.tf1 import feeds  # noqa: PLC0415 - feeds imports queues lazily
 
-        self.iterators = [(n.name, feeds.queue_of_iterator(n.name)) for n in sub.node
-                          if feeds.queue_of_iterator(n.name) is not None]
+        self.iterators = [(n.name, feeds.queue_of_iterator(graph, n.name)) for n in sub.node
+                          if feeds.queue_of_iterator(graph, n.name) is not None]
         bound = {name for name, _ in self.iterators}
         self.graph_def = tf.compat.v1.GraphDef()
         self.graph_def.library.CopyFrom(sub.library)
@@ -111,7 +111,11 @@ class Cluster:
             tout = [t.dtype for t in self.outputs] + [r.dtype for r in reads]
             results = tf.py_function(self._run, feeds + reads, tout,
                                      name=f"ipu_compiled_{self.name}")
-            results = list(results) if isinstance(results, (list, tuple)) else [results]
+            if isinstance(results, tf.Operation):  # nothing to return: the op itself
+                host, results = results, []
+            else:
+                results = list(results) if isinstance(results, (list, tuple)) else [results]
+                host = results[0].op
             n = len(self.outputs)
             writes = [tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=value)
                       for op, value in zip(self.variables, results[n:])]
@@ -122,7 +126,7 @@ class Cluster:
                     value.set_shape(out.shape)
                     outputs.append(value)
                 if not outputs:
-                    return tf.group(*results, name=f"{self.name}_done")
+                    return tf.group(host, *writes, name=f"{self.name}_done")
         return outputs
 
     def _run(self, *arrays):

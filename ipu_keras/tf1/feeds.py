@@ -15,7 +15,7 @@ import tensorflow as tf
 from ipu_keras.errors import FeedError
 from ipu_keras.runtime import set_prefetch_depth
 
-_ITERATORS = weakref.WeakValueDictionary()   # handle op name -> GraphInfeed
+_ITERATORS = weakref.WeakValueDictionary()   # (graph id, handle op name) -> GraphInfeed
 
 
 class GraphInfeed:
@@ -32,7 +32,7 @@ class GraphInfeed:
                     shared_name="", container="",
                     output_types=[s.dtype for s in self.flat_specs],
                     output_shapes=[s.shape for s in self.flat_specs])
-        _ITERATORS[self.handle.op.name] = self
+        _ITERATORS[(id(self.handle.graph), self.handle.op.name)] = self
         self.iterator = None
         self.initializer_taken = False
 
@@ -68,9 +68,9 @@ class GraphInfeed:
         return self.iterator._iterator_resource  # noqa: SLF001
 
 
-def queue_of_iterator(op_name):
-    """The GraphInfeed whose iterator handle op is `op_name`, or None."""
-    return _ITERATORS.get(op_name)
+def queue_of_iterator(graph, op_name):
+    """The GraphInfeed whose iterator handle op is `op_name` in `graph`, or None."""
+    return _ITERATORS.get((id(graph), op_name))
 
 
 def dequeue_op(queue):

@@ -91,3 +91,21 @@ def test_event_trace_returns_the_last_executions_report():
         events = sess.run(trace)
     assert len(events) == 1
     assert json.loads(events[0])["total_cycles"] > 0
+
+
+def test_op_only_cluster_without_variables_still_runs_and_outfeeds():
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    with tf.Graph().as_default(), v1.Session() as sess:
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.from_tensor_slices(data))
+        outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+        op = ipu.ipu_compiler.compile(
+            lambda: ipu.loops.repeat(2, lambda x: outfeed.enqueue(x * 2.0), [], infeed), [])
+        dequeue = outfeed.dequeue()
+        sess.run(infeed.initializer)
+        got = []
+        for _ in range(2):
+            sess.run(op)
+            got.append(sess.run(dequeue))
+    with tf.Graph().as_default(), v1.Session() as cpu:
+        expected = cpu.run(tf.constant(data) * 2.0)
+    np.testing.assert_array_equal(np.concatenate(got), expected)
