@@ -68,9 +68,6 @@ class IPUInfeedQueue:
     def _dequeue(self):
         return next(self)
 
-    def _eager_handle(self):
-        return self._graph.eager_handle()
-
     @property
     def initializer(self):
         """In a TF1 graph, the op that starts the queue (run it once; access it once).

@@ -8,8 +8,6 @@ placement (`current_shard()`, `current_stage()`); the tracer reads it when ops a
 import contextlib
 import re
 
-from ipu_keras import tf1
-
 _DEVICE = re.compile(r"^/device:IPU:(\d+)$")
 _current_shard = [None]
 _current_stage = [None]
@@ -27,6 +25,8 @@ def ipu_scope(device):
         raise ValueError(
             f"ipu_scope expected a device name like '/device:IPU:0'. Received: device={device!r}"
         )
+    from ipu_keras import tf1  # noqa: PLC0415 - TensorFlow only once a scope is entered
+
     if not tf1.in_graph_mode():
         yield
         return
