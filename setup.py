@@ -38,10 +38,14 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        "test": ["pytest"],
+        # hypothesis drives the randomized differential test (tests/fuzz).
+        "test": ["pytest", "hypothesis"],
     },
     entry_points={
-        "console_scripts": ["ipu-keras=ipu_keras.cli:main"],
+        "console_scripts": [
+            "ipu-keras=ipu_keras.cli:main",
+            "ipu_saved_model_cli=ipu_keras_addons.saved_model_tool.cli:main",
+        ],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

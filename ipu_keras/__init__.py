@@ -16,8 +16,9 @@ import importlib
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "compat", "config", "errors", "flags", "gen_ipu_ops", "ipu_compiler", "keras", "ipu_infeed_queue",
-    "ipu_outfeed_queue", "ipu_strategy", "loops", "profiling", "scopes", "utils",
+    "compat", "config", "errors", "flags", "gen_ipu_ops", "gradient_accumulation",
+    "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "loops",
+    "optimizers", "profiling", "scopes", "utils",
 )
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
@@ -26,6 +27,7 @@ _NAMES = {
     "IPUOutfeedQueue": ("ipu_outfeed_queue", "IPUOutfeedQueue"),
     "IPUStrategy": ("ipu_strategy", "IPUStrategy"),
     "Model": ("keras", "Model"),
+    "PipelineStage": ("keras", "PipelineStage"),
     "Sequential": ("keras", "Sequential"),
     "supported_ops": ("ops", "supported_tf_ops"),
 }

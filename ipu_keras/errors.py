@@ -70,3 +70,60 @@ class CompilationError(IPUError, RuntimeError):
 class StrictModeMismatch(IPUError, AssertionError):
     """In strict tile mode, a tile's slice differs from the vectorised run (a mapping,
     exchange or dependency rule is wrong)."""
+
+
+# -- ipu_saved_model_cli (issue 13) ---------------------------------------------------------
+class SavedModelError(IPUError, ValueError):
+    """A SavedModel directory, tag set or signature key does not exist or cannot be read."""
+
+
+class SavedModelInputError(IPUError, ValueError):
+    """An input given to `ipu_saved_model_cli run` does not match the signature (key, dtype,
+    shape), or comes in a format that is refused (pickle)."""
+
+
+class OutputExistsError(IPUError, FileExistsError):
+    """An output file or directory exists and `--overwrite` was not given."""
+
+
+class ConversionConfigError(IPUError, ValueError):
+    """A `convert ipu` option or `--config_file` entry is malformed (JSON, type, range)."""
+
+
+class NodeMatchError(IPUError, ValueError):
+    """A regular expression of a conversion option matches no node of the graph."""
+
+# --- issue 12: ipu_keras_addons layers and optimizers ---------------------------------------
+
+
+class AddonsArgumentError(IPUError, ValueError):
+    """An ipu_keras_addons layer or optimizer got an argument value it does not accept."""
+
+
+class AddonsUnsupportedArgumentError(IPUError, NotImplementedError):
+    """An argument kept only for Keras signature compatibility was given a value."""
+
+
+# Gradient accumulation and the Keras pipelining API (issue 10, branch accumulation).
+class GradientAccumulationError(IPUError):
+    """A gradient accumulation optimizer is used where no accumulation window can run
+    (outside `loops.repeat`, a loop count it does not divide, two in one loop, wrapped).
+
+    Raised while the function is traced; it derives from `IPUError` alone so that
+    TensorFlow's autograph re-raises it with its own type (and the user's frames)."""
+
+
+class AccumulationStepsError(IPUError, RuntimeError):
+    """`steps_per_execution` and the accumulation (or a pipeline's depth) do not fit, or a
+    step that accumulation needs to own has been overridden."""
+
+
+class PipelineStageAssignmentError(IPUError, ValueError):
+    """A Keras model's pipeline stage assignment breaks the assignment rules."""
+
+# -- fuzz (issue 8: randomized differential testing) --------------------------------------
+
+
+class IndexOutOfRangeError(IPUError, IndexError):
+    """An index tensor read at run time points outside the dimension it indexes (TensorFlow
+    on the CPU rejects it too)."""

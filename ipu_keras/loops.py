@@ -1,6 +1,8 @@
 """`loops.repeat`: an on-device loop, written as a `tf.while_loop` the tracer imports."""
 import tensorflow as tf
 
+from ipu_keras.gradient_accumulation import repeat_loop
+
 
 def repeat(n, body, inputs=None, infeed_queue=None, use_while_v1=False):
     """Runs `body` `n` times on the device.
@@ -21,6 +23,10 @@ def repeat(n, body, inputs=None, infeed_queue=None, use_while_v1=False):
     inputs = [tf.convert_to_tensor(x) for x in (inputs or [])]
 
     def loop_body(i, *values):
+        with repeat_loop(n):
+            return [i + 1] + _run_body(values)
+
+    def _run_body(values):
         if infeed_queue is None:
             results = body(*values)
         else:
@@ -39,7 +45,7 @@ def repeat(n, body, inputs=None, infeed_queue=None, use_while_v1=False):
                 f"loops.repeat expected the body to return {len(values)} loop values, one per "
                 f"input. Received: {len(results)} values."
             )
-        return [i + 1] + list(results)
+        return list(results)
 
     outputs = tf.while_loop(lambda i, *_: i < n, loop_body, [tf.constant(0)] + inputs)
     return list(outputs[1:])

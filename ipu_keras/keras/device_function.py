@@ -13,6 +13,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from ipu_keras.keras import accumulation
 from ipu_keras.keras.boundary import flatten_batch, signature
 from ipu_keras.keras.program import StepProgram
 
@@ -24,6 +25,8 @@ class DeviceFunction:
         self.model = model
         self.kind = kind
         self.programs = {}
+        # Accumulating or pipelined models trace and feed their steps through a plan.
+        self.plan = accumulation.step_plan(model, kind)
         self.last_program = None
         self.step_outputs = []
         # Simulated device time since the trainer last reset it (keras/device_time.py).
@@ -35,6 +38,8 @@ class DeviceFunction:
         batches = self._stage(data)
         if not batches:
             raise StopIteration
+        if self.plan is not None:
+            batches = self.plan.tag(batches)
         flats = [flatten_batch(b) for b in batches]
         self.step_outputs = []
         for start, end in _runs_of_equal_signature(flats):
@@ -70,7 +75,8 @@ class DeviceFunction:
         key = signature(flat)
         program = self.programs.get(key)
         if program is None:
-            step = getattr(self.model, f"{self.kind}_step")
+            step = (getattr(self.model, f"{self.kind}_step") if self.plan is None
+                    else self.plan.step_function())
             program = self.programs[key] = StepProgram(self.model, step, batch)
             first = not getattr(self.model, "_ipu_compile_logged", False)
             self.model._ipu_compile_logged = True

@@ -12,6 +12,7 @@ import inspect
 
 import keras
 
+from ipu_keras.keras import accumulation, pipelining
 from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
 from ipu_keras.keras.device_time import with_device_time
@@ -39,6 +40,7 @@ class IPUTrainerMixin:
 
     def fit(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.fit, args, kwargs)
+        accumulation.before_fit(self)
         if arguments.get("verbose", "auto") != 0:
             arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
         return super().fit(**arguments)
@@ -70,6 +72,78 @@ class IPUTrainerMixin:
                 f"{asynchronous!r}"
             )
         self._ipu_asynchronous_callbacks = asynchronous
+
+    def set_gradient_accumulation_options(self, gradient_accumulation_steps_per_replica=None,
+                                          gradient_accumulation_reduction_method="sum",
+                                          use_v2_gradient_accumulation_optimizer=False,
+                                          **gradient_accumulation_optimizer_kwargs):
+        """Sets the gradient accumulation of training (not of `evaluate` or `predict`).
+
+        With `gradient_accumulation_steps_per_replica=G`, `fit` adds the gradients of G
+        consecutive batches in buffers on the device and the compiled optimizer updates
+        the weights once per G batches (so its `iterations` count weight updates).
+        `steps_per_execution` must be a multiple of G. An epoch whose batches are not a
+        multiple of G ends on a partial window, applied over the batches it has.
+
+        Args:
+            gradient_accumulation_steps_per_replica: G, a positive int; None keeps it.
+            gradient_accumulation_reduction_method: How the G gradients are combined: a
+                `GradientAccumulationReductionMethod` or its name ('sum', 'mean',
+                'running_mean'). With 'mean', training equals Keras trained on batches G
+                times larger; with 'sum', the same with the learning rate scaled by G.
+            use_v2_gradient_accumulation_optimizer: Wrap the optimizer in
+                `ipu.optimizers.GradientAccumulationOptimizer` rather than
+                `GradientAccumulationOptimizerV2` (the same numerics here).
+            **gradient_accumulation_optimizer_kwargs: Other arguments of
+                `GradientAccumulationOptimizerV2` (`dtype`, `name`, placement hints); not
+                `opt` or `num_mini_batches`.
+        """
+        accumulation.set_gradient_accumulation_options(
+            self, gradient_accumulation_steps_per_replica,
+            gradient_accumulation_reduction_method, use_v2_gradient_accumulation_optimizer,
+            **gradient_accumulation_optimizer_kwargs)
+
+    def set_pipelining_options(self, gradient_accumulation_steps_per_replica=None,
+                               device_mapping=None, accumulate_outfeed=None,
+                               gradient_accumulation_reduction_method="sum",
+                               **pipelining_kwargs):
+        """Sets the options of a pipelined model (one with a pipeline stage assignment).
+
+        A pipelined model trains as the same model with gradient accumulation
+        `gradient_accumulation_steps_per_replica` (required for `fit`), each layer's ops
+        placed on its stage's IPU. The depth rule of the schedule applies: for training the
+        accumulation must be a multiple of 2 x stages (Grouped) or of the number of stages
+        (Interleaved); for `evaluate` and `predict`, `steps_per_execution` must be a
+        multiple of the number of stages (Sequential: any value).
+
+        Args:
+            gradient_accumulation_steps_per_replica: Micro-batches per weight update.
+            device_mapping: A list giving the IPU of each stage (default: stage k on IPU k).
+            accumulate_outfeed: Accepted and stored (logs are computed per step here).
+            gradient_accumulation_reduction_method: 'sum', 'mean' or 'running_mean'.
+            **pipelining_kwargs: Options of `pipelining_ops.pipeline`, e.g.
+                `pipeline_schedule`; not the ones Keras sets or that have named arguments.
+        """
+        pipelining.set_pipelining_options(
+            self, gradient_accumulation_steps_per_replica, device_mapping, accumulate_outfeed,
+            gradient_accumulation_reduction_method, **pipelining_kwargs)
+
+    def get_pipeline_stage_assignment(self):
+        """The stage of each layer (Sequential) or layer call (functional), in post order."""
+        return pipelining.get_pipeline_stage_assignment(self)
+
+    def set_pipeline_stage_assignment(self, pipeline_stage_assignment):
+        """Sets the stages: a list of ints or of the records `get_pipeline_stage_assignment`
+        returns, one per layer (per layer call for functional models), in that order."""
+        pipelining.set_pipeline_stage_assignment(self, pipeline_stage_assignment)
+
+    def reset_pipeline_stage_assignment(self):
+        """Removes the stage assignment: the model is no longer pipelined."""
+        pipelining.reset_pipeline_stage_assignment(self)
+
+    def print_pipeline_stage_assignment_summary(self, line_length=None, print_fn=None):
+        """Prints a table of the layers and their pipeline stages (`print_fn`: per line)."""
+        pipelining.print_summary(self, line_length, print_fn)
 
     def ipu_report(self):
         """A summary of the last executable this model ran on the simulated IPU.

@@ -4,11 +4,12 @@ IR ops: `strided_slice` (static per-axis start, size and stride: TensorFlow's ma
 resolved at import time by `strided_slice_spec`), `strided_slice_grad` (the slice
 scattered into zeros), `gather`, `gather_nd`, `scatter_nd` (update or add into a
 tensor), `segment_sum` and `one_hot`. Index operands stay dynamic; index values
-outside the indexed dimension raise `IndexError`, as TensorFlow on the CPU does.
+outside the indexed dimension raise `IndexOutOfRangeError` (an `IndexError`), as
+TensorFlow on the CPU rejects them.
 """
 import numpy as np
 
-from ipu_keras.errors import UnsupportedOpError
+from ipu_keras.errors import IndexOutOfRangeError, UnsupportedOpError
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops._common import per_output_element
 from ipu_keras.ops.array import broadcast_to, ints, reshape
@@ -30,8 +31,10 @@ _copy_cost = per_output_element("copy")
 def _check_indices(indices, bound, what):
     if indices.size and (indices.min() < 0 or indices.max() >= bound):
         bad = indices[(indices < 0) | (indices >= bound)].reshape(-1)[0]
-        raise IndexError(f"{what} index out of range, expected 0 <= index < {bound}. "
-                         f"Received: index={int(bad)}")
+        raise IndexOutOfRangeError(
+            f"{what} index out of range, expected 0 <= index < {bound}. Received: "
+            f"index={int(bad)}. Check the indices fed to the op; TensorFlow on the CPU "
+            "rejects them too.")
 
 
 # ---------------------------------------------------------------------------------------
@@ -218,11 +221,13 @@ def _gather(params, indices, *, axis, batch_dims):
         return np.asarray(np.take(params, indices, axis=axis))
     shape = _gather_shape([params, indices], axis=axis, batch_dims=batch_dims)[0].shape
     out = np.empty(shape, params.dtype)
-    rows = zip(out.reshape((-1,) + shape[batch_dims:]),
-               params.reshape((-1,) + params.shape[batch_dims:]),
-               indices.reshape((-1,) + indices.shape[batch_dims:]))
-    for row, p, i in rows:
-        row[...] = np.take(p, i, axis=axis - batch_dims)
+    # The batch count is explicit: reshape's -1 is ambiguous when a tensor is empty.
+    batch = int(np.prod(shape[:batch_dims]))
+    rows = out.reshape((batch,) + shape[batch_dims:])  # a view: rows[k] = ... writes `out`
+    params = params.reshape((batch,) + params.shape[batch_dims:])
+    indices = indices.reshape((batch,) + indices.shape[batch_dims:])
+    for k in range(batch):  # rows[k] may be a scalar: assign by index, not through a view
+        rows[k] = np.take(params[k], indices[k], axis=axis - batch_dims)
     return out
 
 

@@ -16,7 +16,7 @@ FromTensor.
 """
 import numpy as np
 
-from ipu_keras.errors import StaticShapeRequiredError
+from ipu_keras.errors import IndexOutOfRangeError, StaticShapeRequiredError
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
@@ -81,8 +81,8 @@ def _pop_shape(in_types, **_):
 def _checked(index, length):
     i = int(index)
     if not 0 <= i < length:
-        raise IndexError(f"A TensorList index expected 0 <= index < {length}. "
-                         f"Received: index={i}")
+        raise IndexOutOfRangeError(f"A TensorList index expected 0 <= index < {length}. "
+                                   f"Received: index={i}")
     return i
 
 

@@ -80,7 +80,12 @@ def needed_masks(kind, op, args, out_shapes, params, j, coords, probe=None):
     """
     shapes = [np.shape(a) for a in args]
     if kind == "probe":
-        return _probe_masks(shapes, probe)
+        masks = _probe_masks(shapes, probe)
+        if op in ("gather", "gather_nd"):
+            masks[1] = _index_mask(op, shapes, params, coords)
+        elif op == "pad" and len(shapes) > 1:
+            masks[1][...] = bool((probe == 0).any())  # the fill, if the tile owns padding
+        return masks
     if kind == "fallback":
         return [np.ones(s, bool) for s in shapes]
     axis_maps = _AXIS_MAPS[kind](op, shapes, out_shapes[j], params)
@@ -107,8 +112,10 @@ def probe(op, args, params, moved=None):
         if i in moved:
             codes.append(np.arange(offset, offset + a.size, dtype=np.int64).reshape(a.shape))
             offset += a.size
+        elif a.dtype.kind == "f" or op == "pad":  # a float operand, or pad's fill: no source
+            codes.append(np.zeros(a.shape, np.int64))
         else:
-            codes.append(np.zeros(a.shape, np.int64) if a.dtype.kind == "f" else a)
+            codes.append(a)
     out = get_op(op).kernel(*codes, **params)
     return [np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,))]
 
@@ -124,6 +131,21 @@ def _probe_masks(shapes, numbers):
         masks.append(mask.reshape(shape))
         offset += size
     return masks
+
+
+def _index_mask(op, shapes, params, coords):
+    """The index elements that select the owned outputs of a gather (the probe sees only
+    the moved params). gather: the batch axes and the axes that replace `axis`;
+    gather_nd: the leading index axes, each whole index row."""
+    index_shape = shapes[1]
+    mask = np.zeros(index_shape, bool)
+    if op == "gather":
+        batch, axis = params["batch_dims"], params["axis"] % len(shapes[0])
+        select = coords[:batch] + coords[axis:axis + len(index_shape) - batch]
+    else:
+        select = coords[:len(index_shape) - 1] + (slice(None),)
+    mask[tuple(select)] = True
+    return mask
 
 
 # -- axis maps: (op, operand shapes, output shape, params) -> per operand, per axis -------

@@ -96,6 +96,12 @@ INDEXING = [
          label="axis"),
     case("GatherV2", lambda x, i: tf.gather(x, i, axis=1, batch_dims=1), f32(2, 3, 4),
          i32(2, 5, low=0, high=3), label="batch-dims"),
+    # Found by tests/fuzz: batch_dims with an empty result raised numpy's reshape error,
+    case("GatherV2", lambda x, i: tf.gather(x, i, axis=1, batch_dims=1), f32(2, 1, 0),
+         i32(2, 1, low=0, high=1), label="batch-dims-empty"),
+    # ... and with one index per batch row (scalar rows) it raised a TypeError.
+    case("GatherV2", lambda x, i: tf.gather(x, i, axis=-1, batch_dims=1), f32(2, 4),
+         i32(2, low=0, high=4), label="batch-dims-scalar-rows"),
     case("GatherNd", lambda x, i: tf.gather_nd(x, i), f32(3, 4, 2),
          np.stack([i32(5, low=0, high=3), i32(5, low=0, high=4)], -1)),
     case("OneHot", lambda i: tf.one_hot(i, 4), i32(5, low=-1, high=5)),

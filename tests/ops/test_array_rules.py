@@ -4,6 +4,7 @@ import json
 import numpy as np
 import pytest
 
+from ipu_keras.errors import IndexOutOfRangeError
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import all_ops, get_importer, get_op
 from ipu_keras.ops import array as array_ops
@@ -169,7 +170,7 @@ def test_strided_slice_spec_rejects_what_tensorflow_rejects():
     ("segment_sum", (I, np.array([0, 2])), {"num_segments": 2}),
 ])
 def test_out_of_range_indices_raise(op, arrays, params):
-    with pytest.raises(IndexError, match="Received: index="):
+    with pytest.raises(IndexOutOfRangeError, match="Received: index="):
         get_op(op).kernel(*arrays, **params)
 
 

@@ -55,6 +55,12 @@ MATMUL = [
          label="adj_y"),
     case("BatchMatMulV3", _v3(tf.int32), i32(2, 4, 3).astype(np.int8),
          i32(2, 3, 5).astype(np.int8), label="int8-to-int32"),
+    # Found by tests/fuzz: empty products and zero-length contractions (a fill of zeros)
+    # crashed the matmul planner.
+    case("MatMul", lambda a, b: tf.matmul(a, b), f32(0, 2), f32(2, 4), label="empty-m"),
+    case("MatMul", lambda a, b: tf.matmul(a, b), f32(3, 0), f32(0, 4), label="empty-k"),
+    case("BatchMatMulV2", lambda a, b: tf.matmul(a, b), f32(0, 4, 3), f32(3, 5),
+         label="empty-batch"),
 ]
 
 BIAS = [

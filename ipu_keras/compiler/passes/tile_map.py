@@ -142,13 +142,18 @@ class _Planner:
         return self.linear(out.type)
 
     def _matmul(self, eqn, out):
+        problem = planner.problem_of(eqn)
+        if problem.macs == 0:
+            # An empty product, or a zero-length contraction (a fill of zeros): there is
+            # nothing to plan, and the op's own cost rule prices it.
+            return self.linear(out.type)
         options = planner.options_for(eqn.op, *self.options)
         kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
-        plan = planner.choose_plan(planner.problem_of(eqn), options, self.target, kind,
+        plan = planner.choose_plan(problem, options, self.target, kind,
                                    where=f"{eqn.op} {out.type} from {eqn.source}")
         start = self.next_tile
         # The output follows the plan: tile i owns product elements [i*q, (i+1)*q).
-        chunks = math.ceil(planner.problem_of(eqn).out_size / plan.per_tile)
+        chunks = math.ceil(problem.out_size / plan.per_tile)
         mapping = Mapping(start, min(chunks, self.num_tiles),
                           max(1, math.ceil(out.type.size / chunks)))
         self.next_tile = (start + plan.tiles) % self.num_tiles
