@@ -50,15 +50,16 @@ def test_four_shard_graph_gives_4_14(tutorials):
     assert sharded["printed"] == "[array([ 4., 14.], dtype=float32)]"
 
 
-@pytest.mark.slow
 def test_resnext_inference_matches_tensorflow_on_the_cpu():
     result = _drive("resnext")
     outfed, cpu = np.asarray(result["outfed"]), np.asarray(result["cpu"])
     # BATCHES_PER_STEP=2 enqueues of [BATCH_SIZE=1, 1000] logits, one input repeated.
     assert outfed.shape == (2, 1, 1000)
+    # float16 model: measured max difference 1e-3 of the largest logit; 5x margin for
+    # other CPUs' float16 kernels.
     scale = np.abs(cpu).max()
     for step in outfed:
-        np.testing.assert_allclose(step, cpu, atol=3e-2 * scale)
+        np.testing.assert_allclose(step, cpu, atol=5e-3 * scale)
     assert result["conv_options"]["availableMemoryProportion"] == "0.3"
     assert result["steps"] == 2
     assert "Throughput" in result["printed"]
