@@ -80,6 +80,9 @@ class IPUInfeedQueue:
 
     @property
     def deleter(self):
+        """In a TF1 graph, the op that releases the queue's iterator; eagerly None."""
+        if self._graph is not None:
+            return self._graph.deleter()
         return None
 
 

@@ -94,6 +94,7 @@ class Cluster:
         self.effects = [e for e in effects if e not in {t.op.name for t in outputs}]
         self.compiled = None
         self.standins = None
+        self.bound = []
         for op in self.placeholders:
             shape = op.outputs[0].shape
             if not shape.is_fully_defined():
@@ -130,7 +131,10 @@ class Cluster:
         return outputs
 
     def _run(self, *arrays):
-        if self.compiled is None:
+        iterators = [queue.eager_handle() for _, queue in self.iterators]
+        if self.compiled is None or any(a is not b for a, b in zip(iterators, self.bound)):
+            # First run, or an infeed was initialised again: bind its new iterator.
+            self.bound = iterators
             self.compiled = self._compile()
         k = len(self.placeholders)
         for var, value in zip(self.standins, arrays[k:]):
@@ -143,8 +147,8 @@ class Cluster:
         self.standins = [tf.Variable(tf.zeros(_variable_shape(op), op.get_attr("dtype")),
                                      name=op.name) for op in self.variables]
         handles = {f"{op.name}:0": v.handle for op, v in zip(self.variables, self.standins)}
-        for name, queue in self.iterators:
-            handles[f"{name}:0"] = queue.eager_handle()
+        for (name, _), handle in zip(self.iterators, self.bound):
+            handles[f"{name}:0"] = handle
         names = [op.name for op in self.placeholders]
         output_names = [t.name for t in self.outputs]
         effects = self.effects

@@ -52,6 +52,14 @@ class GraphInfeed:
             return tf.group(tf.py_function(self._start, [serialized], []),
                             name="infeed_initializer")
 
+    def deleter(self):
+        with tf.device("cpu"):
+            return tf.group(tf.py_function(self._stop, [], []), name="infeed_deleter")
+
+    def _stop(self):
+        self.iterator = None
+        return []
+
     def _start(self, serialized):
         variant = tf.raw_ops.DatasetFromGraph(graph_def=serialized)
         dataset = tf.data.experimental.from_variant(variant, self.dataset.element_spec)

@@ -109,3 +109,16 @@ def test_op_only_cluster_without_variables_still_runs_and_outfeeds():
     with tf.Graph().as_default(), v1.Session() as cpu:
         expected = cpu.run(tf.constant(data) * 2.0)
     np.testing.assert_array_equal(np.concatenate(got), expected)
+
+
+def test_infeed_deleter_releases_the_iterator():
+    with tf.Graph().as_default(), v1.Session() as sess:
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.range(4).batch(2, drop_remainder=True))
+        run = ipu.ipu_compiler.compile(
+            lambda: ipu.loops.repeat(1, lambda t, x: t + tf.reduce_sum(x),
+                                     [tf.constant(0, tf.int64)], infeed), [])
+        sess.run(infeed.initializer)
+        assert sess.run(run)[0] == 1
+        sess.run(infeed.deleter)
+        with pytest.raises(tf.errors.OpError, match="initializer"):
+            sess.run(run)
