@@ -40,9 +40,10 @@ _LAST = []  # the most recently compiled CompiledFunction, for reports
 class CompiledFunction:
     """One traced and compiled function with the session that runs it."""
 
-    def __init__(self, fn, args, kwargs, cfg):
+    def __init__(self, fn, args, kwargs, cfg, traced=None):
         start = time.perf_counter()
-        traced = trace(fn, args, kwargs, outfeed_queues=ipu_outfeed_queue.registry())
+        if traced is None:
+            traced = trace(fn, args, kwargs, outfeed_queues=ipu_outfeed_queue.registry())
         trace_seconds = time.perf_counter() - start
         target = cfg.target()
         executable = compile_for_ipu(traced.graph, cfg, getattr(fn, "__name__", "function"))

@@ -22,6 +22,7 @@ SDKS = ("2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "3.0", "3.1", "3.2", "3.3", "3
 # Every module that declares names; importing them fills the registry.
 DECLARING_MODULES = (
     "ipu_keras._compat_names",
+    "ipu_keras.gen_ipu_ops",
     "ipu_keras.ipu_strategy",
     "ipu_keras.ipu_infeed_queue",
     "ipu_keras.ipu_outfeed_queue",

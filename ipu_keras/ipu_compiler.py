@@ -2,6 +2,7 @@
 import tensorflow as tf
 
 from ipu_keras import _executor
+from ipu_keras.tf1 import cluster, in_graph_mode
 
 
 def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
@@ -14,8 +15,13 @@ def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
 
     Returns:
         A list of `tf.Tensor`s: the flattened outputs of `computation` (empty if it
-        returns nothing), as the original's list of output tensors.
+        returns nothing), as the original's list of output tensors. When building a
+        TensorFlow 1 graph, the list holds graph tensors that `Session.run` evaluates
+        (each run executes the compiled function), or an operation when `computation`
+        returns only operations.
     """
+    if in_graph_mode():
+        return cluster.compile_in_graph(computation, list(inputs or ()))
     result = _executor.run(computation, tuple(inputs or ()), {})
     if result is None:
         return []

@@ -10,6 +10,8 @@ import tensorflow as tf
 from ipu_keras import compat
 from ipu_keras.errors import FeedError
 from ipu_keras.runtime import set_prefetch_depth
+from ipu_keras.tf1 import in_graph_mode
+from ipu_keras.tf1.feeds import GraphInfeed
 
 
 class IPUInfeedQueue:
@@ -43,8 +45,12 @@ class IPUInfeedQueue:
                 f"{prefetch_depth!r}"
             )
         self._dataset = dataset
-        self._iterator = iter(dataset)
         self.prefetch_depth = prefetch_depth
+        self._graph = None
+        if in_graph_mode():
+            self._graph = GraphInfeed(self, dataset, prefetch_depth)
+            return
+        self._iterator = iter(dataset)
         set_prefetch_depth(self._iterator._iterator_resource, prefetch_depth)
 
     @property
@@ -55,18 +61,28 @@ class IPUInfeedQueue:
         return self
 
     def __next__(self):
+        if self._graph is not None:
+            return self._graph.get_next()
         return next(self._iterator)
 
     def _dequeue(self):
-        return next(self._iterator)
+        return next(self)
 
     @property
     def initializer(self):
-        """Kept for compatibility with TF1 code: the queue needs no initialisation."""
+        """In a TF1 graph, the op that starts the queue (run it once; access it once).
+
+        Eagerly the queue needs no initialisation and this is None.
+        """
+        if self._graph is not None:
+            return self._graph.initializer()
         return None
 
     @property
     def deleter(self):
+        """In a TF1 graph, the op that releases the queue's iterator; eagerly None."""
+        if self._graph is not None:
+            return self._graph.deleter()
         return None
 
 

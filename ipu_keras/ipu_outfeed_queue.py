@@ -14,6 +14,8 @@ import tensorflow as tf
 
 from ipu_keras import compat
 from ipu_keras.errors import FeedError
+from ipu_keras.tf1 import in_graph_mode
+from ipu_keras.tf1.feeds import dequeue_op
 from ipu_keras.tracer import set_outfeed_marker
 
 _ids = itertools.count(1)
@@ -70,6 +72,7 @@ class IPUOutfeedQueue:
         outputs = tf.raw_ops.IdentityN(input=[tf.convert_to_tensor(t) for t in flat])
         set_outfeed_marker(outputs[0].op, self._id)
         self._structure = tf.nest.map_structure(lambda _: 0, tensors)
+        self._graph_specs = [tf.TensorSpec(t.shape, t.dtype) for t in outputs]
         return outputs[0].op
 
     def _deliver(self, elements):
@@ -86,6 +89,8 @@ class IPUOutfeedQueue:
         With mode ALL each leaf is stacked over the enqueues on a new leading axis; with
         LAST the leaves of the last enqueue are returned as they are.
         """
+        if in_graph_mode():
+            return dequeue_op(self)
         elements, self._elements = self._elements, []
         if self._structure is None:
             return []

@@ -15,12 +15,23 @@ _current_stage = [None]
 
 @contextlib.contextmanager
 def ipu_scope(device):
-    """Places the code inside on the simulated IPU named `device` ("/device:IPU:N")."""
+    """Places the code inside on the simulated IPU named `device` ("/device:IPU:N").
+
+    In a TensorFlow 1 graph, variables made inside are resource variables (as the
+    original's scope made them); ops made inside but not compiled with
+    `ipu_compiler.compile` run on the CPU (a note says so once).
+    """
     if not isinstance(device, str) or not _DEVICE.match(device):
         raise ValueError(
             f"ipu_scope expected a device name like '/device:IPU:0'. Received: device={device!r}"
         )
-    yield
+    from ipu_keras import tf1  # noqa: PLC0415 - TensorFlow only once a scope is entered
+
+    if not tf1.in_graph_mode():
+        yield
+        return
+    with tf1.resource_variables():
+        yield
 
 
 @contextlib.contextmanager

@@ -3,13 +3,13 @@
 `create_ipu_config`, `auto_select_ipus`, `set_ipu_model_options` & co. (SDK <= 2.3) build an
 `IpuOptions` over an `IPUConfig`; each warns once that it is deprecated.
 """
-import contextlib
 
 import tensorflow as tf
 
 from ipu_keras import compat
 from ipu_keras import config as ipu_config_module
 from ipu_keras.errors import ConfigurationError
+from ipu_keras.tf1 import in_graph_mode, move_initialization_to_cpu
 
 
 def running_on_ipu_model():
@@ -23,10 +23,19 @@ def reset_ipu_seed(seed, device="/device:IPU:0", cpu_seed=None):
     tf.random.set_seed(seed if cpu_seed is None else cpu_seed)
 
 
-@contextlib.contextmanager
-def move_variable_initialization_to_cpu():
-    """Kept for compatibility: variables are always initialised on the host."""
-    yield
+def move_variable_initialization_to_cpu(graph=None):
+    """Places the initialisers of the graph's variables on the CPU.
+
+    Call it after building a TensorFlow 1 graph and before
+    `tf.compat.v1.global_variables_initializer()`. Eagerly there is nothing to move:
+    variables are initialised on the host.
+
+    Args:
+        graph: The graph; None for the default graph.
+    """
+    if graph is None and not in_graph_mode():
+        return
+    move_initialization_to_cpu(graph or tf.compat.v1.get_default_graph())
 
 
 # --- The configuration API before IPUConfig (SDK <= 2.3; removed in SDK 2.4) ---------------
@@ -184,4 +193,4 @@ compat.declare("ipu.utils.reset_ipu_seed", compat.SUPPORTED, "seeds TensorFlow's
                "2.1")
 compat.declare("ipu.utils.running_on_ipu_model", compat.SUPPORTED, "always True", "2.1")
 compat.declare("ipu.utils.move_variable_initialization_to_cpu", compat.SUPPORTED,
-               "no-op context (variables are initialised on the host)", "2.1")
+               "places TF1 initialisers on the CPU; eagerly a no-op", "2.1")

@@ -119,3 +119,12 @@ def _import_identity(node, b):
         values = list(node.inputs)
         b.emit("outfeed", values, outfeed=node.outfeed_index(queue, [v.type for v in values]))
     return list(node.inputs)
+
+
+@tf_import("ResourceApplyGradientDescent")
+def _import_apply_gradient_descent(node, b):
+    """`var -= alpha * delta`: the update TF1's `GradientDescentOptimizer` makes."""
+    ref, alpha, delta = node.inputs
+    step = b.emit("mul", [alpha, delta])
+    b.emit("write_var", [step], var=node.variable_index(ref), mode="sub")
+    return []

@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import context
 
 from ipu_keras.errors import FeedError, InfeedExhaustedError
 
@@ -92,6 +93,12 @@ class Infeed:
 
 def _fetch(handle, dtypes, shapes, elements, stop):
     """The infeed thread: fills `elements` until the dataset ends or `stop` is set."""
+    # A new thread starts in graph mode when TF1 behaviour is on (disable_v2_behavior).
+    with context.eager_mode():
+        _fetch_eagerly(handle, dtypes, shapes, elements, stop)
+
+
+def _fetch_eagerly(handle, dtypes, shapes, elements, stop):
     def put(item):
         while not stop.is_set():
             try:

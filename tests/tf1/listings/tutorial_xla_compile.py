@@ -1,0 +1,41 @@
+# The seed's "Compiling the graph for the IPU" listing (002), with only the import lines changed.
+import numpy as np
+
+from ipu_keras import ipu_compiler
+from ipu_keras.config import IPUConfig
+from ipu_keras.scopes import ipu_scope
+import tensorflow.compat.v1 as tf
+
+
+# Configure argument for targeting the IPU
+cfg = IPUConfig()
+cfg.auto_select_ipus = 1
+
+
+with tf.device("cpu"):
+  pa = tf.placeholder(np.float32, [2], name="a")
+  pb = tf.placeholder(np.float32, [2], name="b")
+  pc = tf.placeholder(np.float32, [2], name="c")
+
+
+def basic_graph(pa, pb, pc):
+  # Do basic addition on tensors
+  o1 = pa + pb
+  o2 = pa + pc
+  simple_graph_output = o1 + o2
+  return simple_graph_output
+
+
+with ipu_scope("/device:IPU:0"):
+  xla_result = ipu_compiler.compile(basic_graph, [pa, pb, pc])
+
+with tf.Session() as sess:
+  # Base run
+  result = sess.run(xla_result,
+                    feed_dict={
+                        pa: [1., 1.],
+                        pb: [0., 1.],
+                        pc: [1., 5.]
+                    })
+
+  print(result)
