@@ -127,6 +127,9 @@ class _Lowering:
         compute, mapping = self._compute(eqn)
         supersteps = 1 if compute or exchange else 0
         external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
+        if eqn.op == "ipu_copy":   # over the IPU-Links, then onto the destination tiles
+            exchange += cost_model.ipu_link_cycles(eqn.inputs[0].type.nbytes, target)
+            external = True
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
 
     def _reduction(self, eqn):
