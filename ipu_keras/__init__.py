@@ -16,7 +16,8 @@ from ipu_keras.version import __version__
 
 _MODULES = (
     "config", "errors", "flags", "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue",
-    "ipu_strategy", "loops", "profiling", "scopes", "sharding", "utils",
+    "ipu_strategy", "loops", "pipelining_ops", "profiling", "scopes", "sharding",
+    "utils",
 )
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),

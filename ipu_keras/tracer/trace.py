@@ -62,11 +62,18 @@ def make_tf_function(fn, args, kwargs):
 
     def step(*dense_values):
         a, k = rebuild(list(dense_values))
-        return body(*a, **k)
+        return _without_operations(body(*a, **k))
 
     specs = [tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype if isinstance(
         x, np.ndarray) else x.dtype)) for x in dense]
     return tf.function(step, autograph=True), specs, dense
+
+
+def _without_operations(outputs):
+    """Outputs with `tf.Operation`s (a pipeline, a grouped update) as None: they are
+    effects, which the graph keeps anyway, not values a tf.function can return."""
+    return tf.nest.map_structure(
+        lambda x: None if isinstance(x, tf.Operation) else x, outputs)
 
 
 def trace(fn, args=(), kwargs=None, outfeed_queues=None):
