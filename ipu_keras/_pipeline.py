@@ -18,8 +18,9 @@ class _Buffers:
     """Zero-initialised device variables, made on first use (shapes known at trace).
 
     `tf.function` traces a function that makes variables twice and refuses new ones
-    the second time, so buffers of the same pipeline (same stages, optimizer function
-    and feeds) and the same shapes are made once and kept in `_MADE`.
+    the second time, so buffers of the same pipeline (the same code of its stages and
+    optimizer function, the same feeds) and the same shapes are made once and kept in
+    `_MADE`. They are empty between runs, so sharing them is safe.
     """
 
     def __init__(self, key, dtype=None):
@@ -51,8 +52,8 @@ _MADE = {}
 def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
           accumulation_dtype, outfeed_dtype):
     """The pipeline's ops; returns the `tf.Operation` running them."""
-    key = (tuple(map(id, options.stages)), id(optimizer_function), id(infeed_queue),
-           id(outfeed_queue))
+    key = tuple(id(getattr(f, "__code__", f)) for f in options.stages + [optimizer_function])
+    key += (id(infeed_queue), id(outfeed_queue))
     state = _State(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
                    _Buffers(key + ("gradients",), accumulation_dtype),
                    _Buffers(key + ("outfeed",), outfeed_dtype))
@@ -200,26 +201,41 @@ def _call_stage(k, stage, args, kwargs):
     given = {t.ref() for t in tf.nest.flatten((args, kwargs)) if tf.is_tensor(t)}
     new_ops = graph.get_operations()[before:]
     made = {op._id for op in new_ops}
-    captured = {internal.ref(): external for external, internal in graph.captures}
     for op in new_ops:
-        outside = [t for t in op.inputs if t.op._id not in made and t.ref() not in given]
-        if op.type == "Placeholder" and op.outputs[0].ref() in captured:
+        outside = [t for t in op.inputs if t.op._id not in made]
+        if op.type == "Placeholder":
             outside.append(op.outputs[0])
         for t in outside:
-            if not _may_capture(t, captured.get(t.ref()), given):
-                source = captured.get(t.ref(), t)
+            chain = _capture_chain(t)
+            if len(chain) == 1 and op.type == "Placeholder" and t is op.outputs[0]:
+                continue    # a placeholder that captures nothing (a loop carry)
+            if not _may_capture(chain, given):
                 raise PipelineError(
-                    f"Trying to capture the tensor {getattr(source, 'name', t.name)} which is "
-                    "not a resource. This tensor needs to be passed as part of the `input` or "
-                    f"`infeed_queue` of the pipeline. Received: computational stage {k} "
+                    f"Trying to capture the tensor {getattr(chain[-1], 'name', t.name)} which "
+                    "is not a resource. This tensor needs to be passed as part of the `input` "
+                    f"or `infeed_queue` of the pipeline. Received: computational stage {k} "
                     "reading a tensor made outside it.")
     return outputs
 
 
-def _may_capture(tensor, source, given):
-    """Variables (resources) and constants may be read from outside a stage."""
-    if tensor.dtype == tf.resource or tensor.op.type == "Const":
+def _capture_chain(tensor):
+    """`tensor`, then what it captures, then what that captures, out to the source."""
+    chain = [tensor]
+    while True:
+        graph = getattr(chain[-1], "graph", None)
+        captures = {i.ref(): e for e, i in getattr(graph, "captures", ())}
+        source = captures.get(chain[-1].ref())
+        if source is None:
+            return chain
+        chain.append(source)
+
+
+def _may_capture(chain, given):
+    """Variables (resources), constants and the stage's own arguments may be read."""
+    source = chain[-1]
+    if any(t.ref() in given for t in chain) or source.dtype == tf.resource:
         return True
-    if source is None:
-        return False
-    return source.ref() in given or source.dtype == tf.resource or hasattr(source, "numpy")
+    try:
+        return source.op.type == "Const"
+    except AttributeError:      # an eager tensor: a constant of the program
+        return True

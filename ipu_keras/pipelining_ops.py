@@ -234,15 +234,15 @@ def check_depth(depth, schedule, num_stages, training, device_mapping=None):
     names = ("This number might be called `gradient_accumulation_count`, "
              "`gradient_accumulation_steps_per_replica` or `steps_per_execution` depending "
              "on the API used.")
+    if depth < length:
+        raise PipelineError(
+            f"The number of iterations of the pipeline must be at least {length}, but it is "
+            f"{depth}. {names} Received: gradient_accumulation_count={depth}.")
     if depth % length:
         raise PipelineError(
             f"The number of iterations of the pipeline must be a multiple of {length}, but it "
             f"is {depth}. {names} Received: gradient_accumulation_count={depth} with "
             f"{num_stages} stages and the {PipelineSchedule(schedule).name} schedule.")
-    if depth < length:
-        raise PipelineError(
-            f"The number of iterations of the pipeline must be at least {length}, but it is "
-            f"{depth}. {names} Received: gradient_accumulation_count={depth}.")
 
 
 def _check(stages, count, repeat, mapping, schedule, optimizer_function, outfeed_loss,

@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from ipu_keras.errors import IPUError
 from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.builder import Builder
@@ -76,12 +77,25 @@ def _without_operations(outputs):
         lambda x: None if isinstance(x, tf.Operation) else x, outputs)
 
 
+def _raise_designed_cause(error):
+    """AutoGraph re-raises an error from user code as a `StagingError` unless its type
+    takes only a message; a designed `IPUError` (e.g. a pipelining rule) is raised as
+    itself, so users and tests see the documented class."""
+    cause = error.__context__
+    if not isinstance(error, IPUError) and isinstance(cause, IPUError):
+        raise cause.with_traceback(None) from None
+
+
 def trace(fn, args=(), kwargs=None, outfeed_queues=None):
     """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
     layers = LayerScopes()
     with layers.recording():
-        concrete = tf_fn.get_concrete_function(*specs)
+        try:
+            concrete = tf_fn.get_concrete_function(*specs)
+        except Exception as e:  # noqa: BLE001 - re-raised, or its designed cause instead
+            _raise_designed_cause(e)
+            raise
     return import_concrete(concrete, len(specs), layers, outfeed_queues)
 
 
