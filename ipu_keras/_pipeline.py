@@ -8,10 +8,13 @@ made outside it (other than a variable or a constant) is refused, as in the orig
 Gradients and the outfeed sums live in `_Buffers`, device variables made when the
 micro-batch body is first traced (their shapes are known only then).
 """
+import contextlib
+
 import tensorflow as tf
 
 from ipu_keras import scopes
 from ipu_keras.errors import PipelineError
+from ipu_keras.tracer import placement
 
 
 class _Buffers:
@@ -59,13 +62,26 @@ def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
                    _Buffers(key + ("outfeed",), outfeed_dtype))
 
     def run(r):
-        tf.while_loop(lambda i: i < options.count, state.micro_batch, [tf.constant(0)])
+        with _pipeline_attributes(options):
+            tf.while_loop(lambda i: i < options.count, state.micro_batch, [tf.constant(0)])
         with tf.control_dependencies(state.after_run()):
             return r + 1
 
     final = tf.while_loop(lambda r: r < options.repeat, run, [tf.constant(0)])
     with tf.control_dependencies([final]):
         return tf.no_op(name="pipeline")
+
+
+def _pipeline_attributes(options):
+    """Stamps the schedule and depth on the micro-batch loop, for the compiler."""
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.framework import ops
+
+    from ipu_keras.tracer.placement import PIPELINE_ATTRS
+
+    values = (int(options.schedule), options.count)
+    return ops.get_default_graph()._attr_scope(
+        {name: attr_value_pb2.AttrValue(i=v) for name, v in zip(PIPELINE_ATTRS, values)})
 
 
 class _State:
@@ -93,7 +109,8 @@ class _State:
             with tf.GradientTape() as tape:
                 outputs = self.forward(args, kwargs)
                 last_args, last_kwargs = _as_args(outputs)
-                out = self.optimizer_function(*last_args, **last_kwargs)
+                with self.stage_scope(len(self.o.stages) - 1):   # the loss: last stage
+                    out = self.optimizer_function(*last_args, **last_kwargs)
             effects += self.accumulate(tape, out, i)
             outputs = self.outfed_training(outputs, out.loss)
         else:
@@ -104,10 +121,15 @@ class _State:
 
     def forward(self, args, kwargs):
         for k, stage in enumerate(self.o.stages):
-            with scopes.pipeline_stage(k), scopes.ipu_shard(self.o.mapping[k]):
+            with self.stage_scope(k):
                 outputs = _call_stage(k, stage, args, kwargs)
             args, kwargs = _as_args(outputs)
         return outputs
+
+    @contextlib.contextmanager
+    def stage_scope(self, k):
+        with scopes.pipeline_stage(k), scopes.ipu_shard(self.o.mapping[k]):
+            yield
 
     def accumulate(self, tape, out, i):
         from ipu_keras.pipelining_ops import OptimizerFunctionOutput
@@ -126,7 +148,13 @@ class _State:
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                  for g, v in zip(grads, variables)]
         buffers = self.grads.variables or self.grads.make(grads)
-        return [b.assign(self._reduce(b, tf.cast(g, b.dtype), i)) for b, g in zip(buffers, grads)]
+        updates = []
+        for b, g in zip(buffers, grads):
+            stage = placement.placement_of(g.op)[1]   # accumulate where the gradient is made
+            scope = self.stage_scope(stage) if stage is not None else contextlib.nullcontext()
+            with scope, tf.name_scope("gradients"):    # backward work of that stage
+                updates.append(b.assign(self._reduce(b, tf.cast(g, b.dtype), i)))
+        return updates
 
     def _reduce(self, buffer, grad, i):
         method = self.o.reduction.name

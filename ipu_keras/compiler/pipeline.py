@@ -20,6 +20,7 @@ from ipu_keras.compiler.passes.fold import fold_constants
 from ipu_keras.compiler.passes.inline import inline_calls
 from ipu_keras.compiler.passes.lower import lower
 from ipu_keras.compiler.passes.memory import allow_out_of_memory, check_memory, plan_memory
+from ipu_keras.compiler.passes.pipeline import plan_pipelines
 from ipu_keras.compiler.passes.planner import PlanOptions
 from ipu_keras.compiler.passes.shard import check_device, num_shards, shard
 from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
@@ -35,7 +36,8 @@ GRAPH_PASSES = (
 )
 
 
-PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + ("tile-map", "memory-plan", "lower")
+PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + (
+    "tile-map", "memory-plan", "pipeline", "lower")
 """Every pass `compile_graph` runs, in order (the names of `on_pass` and `pass_seconds`)."""
 
 
@@ -73,9 +75,13 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     summary = memory.summary(target.bytes_per_tile, target.tiles_per_ipu)
     summary["out_of_memory"] = out_of_memory
     clock.done("memory-plan")
-    lowered = lower(graph, tile_map, target)
+    pipelines = plan_pipelines(graph, tile_map, target)
+    clock.done("pipeline")
+    lowered = lower(graph, tile_map, target, pipelines)
     clock.done("lower")
-    return _assemble(graph, tile_map, target, lowered, summary, clock)
+    executable = _assemble(graph, tile_map, target, lowered, summary, clock)
+    executable.info["pipelines"] = list(pipelines.values())
+    return executable
 
 
 def replica_target(graph, target):

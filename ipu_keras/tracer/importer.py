@@ -113,10 +113,12 @@ class GraphImporter:
             own = placement.placement_of(op)
             b.shard, b.stage = self.placement = tuple(
                 mine if mine is not None else theirs for mine, theirs in zip(own, outer))
+            first = len(b.equations)
             try:
                 results = self._import_op(node, b)
             finally:
                 self.placement = outer
+            _mark_pipeline(op, b.equations[first:])
             for tensor, value in zip(op.outputs, results):
                 env[tensor.ref()] = value
         return Graph(inputs, [_lookup(env, t, None) for t in outputs], b.equations)
@@ -141,6 +143,14 @@ class GraphImporter:
         _check_types(node, results)
         self.facts.after_op(node, results)
         return results
+
+
+def _mark_pipeline(op, equations):
+    """A pipeline's micro-batch loop keeps its schedule and depth (`Equation.pipeline`)."""
+    info = placement.pipeline_of(op) if op.type in ("While", "StatelessWhile") else None
+    for eqn in equations:
+        if info is not None and eqn.op == "while":
+            eqn.pipeline = info
 
 
 def _library_function(graph, name):

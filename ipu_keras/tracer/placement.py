@@ -27,6 +27,19 @@ def placement_of(op):
                  for name in (scopes.SHARD_ATTR, scopes.STAGE_ATTR))
 
 
+PIPELINE_ATTRS = ("_ipu_pipeline_schedule", "_ipu_pipeline_depth")
+SCHEDULES = ("Grouped", "Interleaved", "Sequential")
+
+
+def pipeline_of(op):
+    """{"schedule", "depth"} stamped on a pipeline's micro-batch loop, else None."""
+    attrs = op.node_def.attr
+    if PIPELINE_ATTRS[0] not in attrs:
+        return None
+    return {"schedule": SCHEDULES[attrs[PIPELINE_ATTRS[0]].i],
+            "depth": int(attrs[PIPELINE_ATTRS[1]].i)}
+
+
 def _forward_placement(op):
     """The placement of the forward op behind a gradient function's `op` argument.
 

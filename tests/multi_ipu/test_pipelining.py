@@ -199,3 +199,16 @@ def test_the_module_is_also_ipu_ops_pipelining_ops():
     assert pipelining_ops is po and ipu.pipelining_ops is po
     assert po.PipelineSchedule.Grouped == 0 and po.PipelineSchedule.Sequential == 2
     assert po.recomputation_checkpoint(tf.constant(1.0)).numpy() == 1.0
+
+
+def test_the_pipeline_time_is_the_schedule_makespan():
+    run_pipeline(po.PipelineSchedule.Grouped)
+    executable = _executor.last_compiled().executable
+    (info,) = executable.info["pipelines"]
+    assert info["schedule"] == "Grouped" and info["depth"] == G
+    assert [(r["stage"], r["ipu"]) for r in info["stages"]] == [(0, 0), (1, 1)]
+    assert all(r["forward"] > 0 and r["backward"] > 0 for r in info["stages"])
+    body = next(b for b in executable.blocks if "pipeline" in b)
+    per_run = sum(body["cycles"].values()) * G
+    assert abs(per_run - info["makespan_cycles"]) <= 4 * G    # rounding of the scaled kinds
+    assert {i["ipu"] for i in info["ipus"]} == {0, 1}
