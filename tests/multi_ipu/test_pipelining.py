@@ -212,3 +212,29 @@ def test_the_pipeline_time_is_the_schedule_makespan():
     per_run = sum(body["cycles"].values()) * G
     assert abs(per_run - info["makespan_cycles"]) <= 4 * G    # rounding of the scaled kinds
     assert {i["ipu"] for i in info["ipus"]} == {0, 1}
+
+
+def test_report_of_a_two_ipu_pipeline_shows_ipus_and_the_timeline(tmp_path):
+    import json
+    import os
+
+    from ipu_keras import profiling
+    from ipu_keras.reports import summary
+
+    profiling.enable_reports(tmp_path)
+    try:
+        run_pipeline(po.PipelineSchedule.Grouped)
+    finally:
+        profiling.write_report()        # flush: leave no pending trace to later tests
+        profiling.disable_reports()
+    (entry,) = os.listdir(tmp_path)
+    path = os.path.join(tmp_path, entry)
+    report = json.load(open(os.path.join(path, "report.json")))
+    assert len(report["ipus"]["ipu_memory"]) == 2
+    (pipeline,) = report["ipus"]["pipelines"]
+    assert len(pipeline["timeline"]) == 2 * 2 * G        # stage x pass x micro-batch boxes
+    text = summary.summarise(report)
+    assert "pipeline (Grouped, 2 stages, depth 8)" in text and "IPU 1: busy" in text
+    page = open(os.path.join(path, "report.html")).read()
+    assert "IPUs and pipeline" in page and "alt='timeline.png'" in page
+    assert os.path.getsize(os.path.join(path, "timeline.png")) > 1000
