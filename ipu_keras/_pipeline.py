@@ -9,6 +9,7 @@ Gradients and the outfeed sums live in `_Buffers`, device variables made when th
 micro-batch body is first traced (their shapes are known only then).
 """
 import contextlib
+import json
 
 import tensorflow as tf
 
@@ -53,7 +54,7 @@ _MADE = {}
 
 
 def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
-          accumulation_dtype, outfeed_dtype):
+          accumulation_dtype, outfeed_dtype, stage_options=None):
     """The pipeline's ops; returns the `tf.Operation` running them."""
     key = tuple(id(getattr(f, "__code__", f)) for f in options.stages + [optimizer_function])
     key += (id(infeed_queue), id(outfeed_queue))
@@ -62,7 +63,7 @@ def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
                    _Buffers(key + ("outfeed",), outfeed_dtype))
 
     def run(r):
-        with _pipeline_attributes(options):
+        with _pipeline_attributes(options, stage_options):
             tf.while_loop(lambda i: i < options.count, state.micro_batch, [tf.constant(0)])
         with tf.control_dependencies(state.after_run()):
             return r + 1
@@ -72,16 +73,20 @@ def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
         return tf.no_op(name="pipeline")
 
 
-def _pipeline_attributes(options):
-    """Stamps the schedule and depth on the micro-batch loop, for the compiler."""
+def _pipeline_attributes(options, stage_options):
+    """Stamps the schedule, depth and per-stage planner options on the micro-batch loop,
+    for the compiler."""
     from tensorflow.core.framework import attr_value_pb2
     from tensorflow.python.framework import ops
 
-    from ipu_keras.tracer.placement import PIPELINE_ATTRS
+    from ipu_keras.tracer.placement import PIPELINE_ATTRS, PIPELINE_OPTIONS_ATTR
 
     values = (int(options.schedule), options.count)
-    return ops.get_default_graph()._attr_scope(
-        {name: attr_value_pb2.AttrValue(i=v) for name, v in zip(PIPELINE_ATTRS, values)})
+    attrs = {name: attr_value_pb2.AttrValue(i=v) for name, v in zip(PIPELINE_ATTRS, values)}
+    if stage_options:
+        attrs[PIPELINE_OPTIONS_ATTR] = attr_value_pb2.AttrValue(
+            s=json.dumps(stage_options, sort_keys=True).encode())
+    return ops.get_default_graph()._attr_scope(attrs)
 
 
 class _State:

@@ -214,9 +214,11 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
                          weight_update_poplar_options, len(options.stages))
     from ipu_keras import _pipeline
 
+    stage_options = _stage_options(forward_propagation_stages_poplar_options,
+                                   backward_propagation_stages_poplar_options)
     return _pipeline.build(options, list(inputs or []), infeed_queue, outfeed_queue,
                            optimizer_function, gradient_accumulation_dtype,
-                           accumulate_outfeed_dtype)
+                           accumulate_outfeed_dtype, stage_options)
 
 
 def overlap_length(schedule, num_stages, training, device_mapping=None):
@@ -291,6 +293,17 @@ def _check(stages, count, repeat, mapping, schedule, optimizer_function, outfeed
     reduction = GradientAccumulationReductionMethod.parse(reduction_method)
     return _Options(list(stages), count, repeat, mapping, schedule, training, reduction,
                     bool(outfeed_loss), outfeed_mask, bool(accumulate_outfeed))
+
+
+def _stage_options(forward, backward):
+    """{"forward": [{"matmul": {...}, "conv": {...}}, ...], "backward": [...]} for the
+    planner (per stage and pass), or None."""
+    table = {}
+    for name, options in (("forward", forward), ("backward", backward)):
+        if options:
+            table[name] = [{"matmul": o.matmul_options, "conv": o.convolution_options}
+                           for o in options]
+    return table or None
 
 
 def _check_stage_options(forward, backward, weight_update, num_stages):

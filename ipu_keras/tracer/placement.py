@@ -14,6 +14,7 @@ The user's scopes (`scopes.ipu_shard`, `scopes.pipeline_stage`) stamp the attrib
 """
 import contextlib
 import functools
+import json
 
 from tensorflow.python.framework import ops
 from tensorflow.python.framework import registry as tf_registry
@@ -28,6 +29,7 @@ def placement_of(op):
 
 
 PIPELINE_ATTRS = ("_ipu_pipeline_schedule", "_ipu_pipeline_depth")
+PIPELINE_OPTIONS_ATTR = "_ipu_pipeline_stage_options"
 SCHEDULES = ("Grouped", "Interleaved", "Sequential")
 
 
@@ -36,8 +38,11 @@ def pipeline_of(op):
     attrs = op.node_def.attr
     if PIPELINE_ATTRS[0] not in attrs:
         return None
-    return {"schedule": SCHEDULES[attrs[PIPELINE_ATTRS[0]].i],
+    info = {"schedule": SCHEDULES[attrs[PIPELINE_ATTRS[0]].i],
             "depth": int(attrs[PIPELINE_ATTRS[1]].i)}
+    if PIPELINE_OPTIONS_ATTR in attrs:
+        info["stage_options"] = json.loads(attrs[PIPELINE_OPTIONS_ATTR].s.decode())
+    return info
 
 
 def _forward_placement(op):

@@ -238,3 +238,14 @@ def test_report_of_a_two_ipu_pipeline_shows_ipus_and_the_timeline(tmp_path):
     page = open(os.path.join(path, "report.html")).read()
     assert "IPUs and pipeline" in page and "alt='timeline.png'" in page
     assert os.path.getsize(os.path.join(path, "timeline.png")) > 1000
+
+
+def test_stage_options_reach_the_planner_of_their_stage_and_pass():
+    from ipu_keras.errors import ConfigurationError
+
+    bad = po.PipelineStageOptions(matmul_options={"availableMemoryProportion": "2"})
+    with pytest.raises(ConfigurationError, match="forward stage 1 matmul options"):
+        run_pipeline(forward_propagation_stages_poplar_options=[po.PipelineStageOptions(),
+                                                                bad])
+    with pytest.raises(ConfigurationError, match="backward stage 0 matmul options"):
+        run_pipeline(backward_propagation_stages_poplar_options=[bad, po.PipelineStageOptions()])

@@ -22,15 +22,8 @@ lowering scales the body block's cycles to it. The weight update after the loop 
 costed like any step.
 """
 from ipu_keras.compiler.passes.lower import equation_cycles
+from ipu_keras.compiler.passes.stages import is_backward
 from ipu_keras.simulator import cost as cost_model
-
-BACKWARD_MARKERS = ("gradient_tape/", "gradients/")
-
-
-def is_backward(eqn):
-    """Whether TensorFlow made `eqn` to compute a gradient."""
-    node = eqn.source.node
-    return any(node.startswith(m) or f"/{m}" in node for m in BACKWARD_MARKERS)
 
 
 def plan_pipelines(graph, tile_map, target):

@@ -31,6 +31,7 @@ import numpy as np
 
 from ipu_keras.compiler.passes import planner
 from ipu_keras.compiler.passes.shard import input_shards, variable_shards
+from ipu_keras.compiler.passes.stages import is_backward
 from ipu_keras.ops.registry import get_op
 
 GRAIN_BYTES = 64
@@ -103,6 +104,7 @@ class _Planner:
         self.options = (matmul_options, conv_options)
         self.cursors = [0] * target.num_ipus   # next free tile offset within each IPU
         self.ipu = 0                            # the IPU being mapped onto
+        self.stage_options = {}                 # (stage, direction) -> options of a stage
         self.values = {}
         self.plans = {}
         self.aliases = {}
@@ -159,7 +161,9 @@ class _Planner:
         return self.linear(out.type)
 
     def _matmul(self, eqn, out):
-        options = planner.options_for(eqn.op, *self.options)
+        direction = "backward" if is_backward(eqn) else "forward"
+        options = planner.options_for(
+            eqn.op, *self.stage_options.get((eqn.stage, direction), self.options))
         kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
         plan = planner.choose_plan(planner.problem_of(eqn), options, self.target, kind,
                                    where=f"{eqn.op} {out.type} from {eqn.source}")
@@ -181,13 +185,34 @@ class _Planner:
         return mapping
 
 
+def _stage_options(graph, matmul_options, conv_options):
+    """(stage, "forward"/"backward") -> (matmul, conv) PlanOptions of pipeline stages
+    given `PipelineStageOptions`; each overrides the config's options it names."""
+    table = {}
+    for eqn in graph.walk():
+        for direction, stages in ((eqn.pipeline or {}).get("stage_options") or {}).items():
+            for stage, options in enumerate(stages):
+                table[(stage, direction)] = tuple(
+                    _override(base, options[kind], f"{direction} stage {stage} {kind} options")
+                    for base, kind in ((matmul_options, "matmul"), (conv_options, "conv")))
+    return table
+
+
+def _override(base, options, where):
+    text = {"availableMemoryProportion": str(base.available_memory_proportion),
+            "partialsType": base.partials_type}
+    return planner.PlanOptions.from_poplar_options({**text, **options}, where)
+
+
 def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
     """Map every value of `graph` onto `target`'s tiles; plan matmuls, convs and gathers.
 
     `matmul_options`/`conv_options` are `planner.PlanOptions` (defaults if None).
     """
-    planner_ = _Planner(target, matmul_options or planner.PlanOptions(),
-                        conv_options or planner.PlanOptions())
+    matmul_options = matmul_options or planner.PlanOptions()
+    conv_options = conv_options or planner.PlanOptions()
+    planner_ = _Planner(target, matmul_options, conv_options)
+    planner_.stage_options = _stage_options(graph, matmul_options, conv_options)
     variables = []
     for spec, ipu in zip(graph.variables, variable_shards(graph)):
         planner_.ipu = min(ipu, target.num_ipus - 1)
