@@ -75,6 +75,38 @@ class StrictModeMismatch(IPUError, AssertionError):
     exchange or dependency rule is wrong)."""
 
 
+# -- ipu_saved_model_cli (issue 13) ---------------------------------------------------------
+class SavedModelError(IPUError, ValueError):
+    """A SavedModel directory, tag set or signature key does not exist or cannot be read."""
+
+
+class SavedModelInputError(IPUError, ValueError):
+    """An input given to `ipu_saved_model_cli run` does not match the signature (key, dtype,
+    shape), or comes in a format that is refused (pickle)."""
+
+
+class OutputExistsError(IPUError, FileExistsError):
+    """An output file or directory exists and `--overwrite` was not given."""
+
+
+class ConversionConfigError(IPUError, ValueError):
+    """A `convert ipu` option or `--config_file` entry is malformed (JSON, type, range)."""
+
+
+class NodeMatchError(IPUError, ValueError):
+    """A regular expression of a conversion option matches no node of the graph."""
+
+# --- issue 12: ipu_keras_addons layers and optimizers ---------------------------------------
+
+
+class AddonsArgumentError(IPUError, ValueError):
+    """An ipu_keras_addons layer or optimizer got an argument value it does not accept."""
+
+
+class AddonsUnsupportedArgumentError(IPUError, NotImplementedError):
+    """An argument kept only for Keras signature compatibility was given a value."""
+
+
 # -- multi-IPU device, sharding and pipelining (issue 10, branch multi-ipu) ----------
 class ShardingError(CompilationError, ValueError):
     """A graph's shards do not fit the device (they must divide its number of IPUs)."""
