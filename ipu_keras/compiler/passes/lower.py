@@ -196,9 +196,9 @@ class _Lowering:
         return start // per_ipu != ((start + tiles - 1) % self.map.num_tiles) // per_ipu
 
 
-def equation_cycles(eqn, tile_map, target):
-    """[compute, exchange, sync, host_io] cycles of one execution of `eqn` (not of its
-    bodies), as the lowering charges them."""
+def step_cycles(eqn, tile_map, target):
+    """[compute, exchange, sync, host_io] cycles of one execution of `eqn` (at any depth;
+    not of its bodies), as the lowering charges them."""
     return _Lowering(tile_map, target).cycles(eqn)
 
 

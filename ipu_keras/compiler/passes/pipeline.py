@@ -2,7 +2,7 @@
 
 For each pipeline micro-batch loop (a `while` with `Equation.pipeline`), each stage's
 forward and backward cycles per micro-batch are the cycles of its equations in the
-loop body (the same cost model as every step, `lower.equation_cycles`); an equation is
+loop body (the same cost model as every step, `lower.step_cycles`); an equation is
 backward when TensorFlow made it for a gradient (its node is under `gradient_tape/` or
 `gradients/`). Body equations of no stage (accumulating gradients, feeds) are
 `other` work, run serially once per micro-batch.
@@ -21,7 +21,7 @@ The loop's cycles are the makespan (plus `other`) instead of G serial iterations
 lowering scales the body block's cycles to it. The weight update after the loop is
 costed like any step.
 """
-from ipu_keras.compiler.passes.lower import equation_cycles
+from ipu_keras.compiler.passes.lower import step_cycles
 from ipu_keras.compiler.passes.stages import is_backward
 from ipu_keras.simulator import cost as cost_model
 
@@ -36,7 +36,7 @@ def stage_table(body, tile_map, target):
     """Per stage: its IPU and forward/backward cycles per micro-batch; and `other`."""
     stages, other = {}, 0
     for eqn in body.walk():
-        cycles = sum(equation_cycles(eqn, tile_map, target))
+        cycles = sum(step_cycles(eqn, tile_map, target))
         if eqn.stage is None:
             other += cycles
             continue
