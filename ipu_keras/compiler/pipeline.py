@@ -64,7 +64,7 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     for name, graph_pass in GRAPH_PASSES:
         graph = graph_pass(graph)
         clock.done(name)
-    target = replica_target(graph, target)
+    device_ipus, target = target.num_ipus, replica_target(graph, target)
     tile_map = plan_tile_mapping(
         graph, target, PlanOptions.from_poplar_options(matmul_options),
         PlanOptions.from_poplar_options(conv_options, "convolutions.poplar_options"))
@@ -81,6 +81,7 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     clock.done("lower")
     executable = _assemble(graph, tile_map, target, lowered, summary, clock)
     executable.info["pipelines"] = list(pipelines.values())
+    executable.info["device_ipus"] = device_ipus    # the target holds one replica's IPUs
     return executable
 
 
