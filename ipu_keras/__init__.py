@@ -18,7 +18,7 @@ from ipu_keras.version import __version__
 _MODULES = (
     "compat", "config", "errors", "flags", "gen_ipu_ops", "gradient_accumulation",
     "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "loops",
-    "optimizers", "profiling", "scopes", "utils",
+    "optimizers", "pipelining_ops", "profiling", "scopes", "sharding", "utils",
 )
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),

@@ -74,6 +74,7 @@ def compile_for_ipu(graph, cfg=None, name=""):
         if directory:
             _store(directory, key, executable)
     executable.info["cache"] = {"status": status, "key": key}
+    _say_replicas(target.num_ipus, executable.target["num_ipus"])
     if report_dir:
         reports.write_compiled(executable, report_dir, name, key)
     if map_file and map_file is not True:
@@ -91,6 +92,21 @@ def _compile(graph, target, options, name, defer_oom):
                              allow_oom=options["allow_oom"] or defer_oom, on_pass=progress)
     finally:
         progress.finish()
+
+
+_SAID_REPLICAS = set()
+
+
+def _say_replicas(device_ipus, replica_ipus):
+    """Says once per (device, graph) size that spare IPUs run no replicas yet."""
+    replicas = device_ipus // replica_ipus
+    if replicas > 1 and (device_ipus, replica_ipus) not in _SAID_REPLICAS:
+        _SAID_REPLICAS.add((device_ipus, replica_ipus))
+        logger.warning(
+            "The device has %d IPUs and the graph uses %d (its shards), which makes a "
+            "replication factor of %d; replication is not simulated yet, so one replica runs "
+            "on IPUs 0-%d and the others stay idle.", device_ipus, replica_ipus, replicas,
+            replica_ipus - 1)
 
 
 def _raise_deferred_oom(executable, options):

@@ -351,6 +351,8 @@ class IPUConfig(_Node):
             raise ConfigurationError(
                 "IPUConfig expected only one of auto_select_ipus and select_ipus to be set. "
                 f"Received: auto_select_ipus={auto!r}, select_ipus={select!r}")
+        for count in auto if isinstance(auto, list) else [auto]:
+            _check_device_size(count)
         self.target()
 
     def configure_ipu_system(self, device="cpu"):
@@ -393,6 +395,21 @@ class IPUConfig(_Node):
         config = cls()
         config._load(d)
         return config
+
+
+MAX_IPUS = 64
+"""The largest multi-IPU device (an IPU-POD64)."""
+
+
+def _check_device_size(count):
+    """A device is 1, 2, 4, ... or MAX_IPUS IPUs (0 means none requested)."""
+    if count and (count > MAX_IPUS or count & (count - 1)):
+        raise ConfigurationError(
+            f"Unsupported number of IPUs requested - could not find an IPU device with "
+            f"{count} IPUs. IPUConfig option 'auto_select_ipus' expected a power of two "
+            f"of at most {MAX_IPUS} (1, 2, 4, 8, 16, 32 or 64). Received: "
+            f"auto_select_ipus={count}. Request the next power of two (a graph of 3 shards "
+            f"needs 4 IPUs).")
 
 
 _lock = threading.Lock()

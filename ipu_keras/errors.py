@@ -36,14 +36,17 @@ class StaticShapeRequiredError(IPUError, ValueError):
 class OutOfTileMemoryError(IPUError, MemoryError):
     """A tile needs more memory than the target gives it."""
 
-    def __init__(self, tile, bytes_used, bytes_available, details=""):
+    def __init__(self, tile, bytes_used, bytes_available, details="", ipu=None):
         self.tile = tile
+        self.ipu = ipu
         self.bytes_used = bytes_used
         self.bytes_available = bytes_available
         msg = (
             f"Out of memory on tile {tile}: {bytes_used} bytes used but tiles only have "
             f"{bytes_available} bytes of memory"
         )
+        if ipu is not None:
+            msg += f" (tile {tile} is on IPU {ipu})"
         super().__init__(msg + (f"\n{details}" if details else ""))
 
 
@@ -152,3 +155,11 @@ class FloatingPointTrapError(IPUError, FloatingPointError):
             "the values reaching that op, or set the flag to False to let inf and NaN "
             "propagate."
         )
+
+# -- multi-IPU device, sharding and pipelining (issue 10, branch multi-ipu) ----------
+class ShardingError(CompilationError, ValueError):
+    """A graph's shards do not fit the device (they must divide its number of IPUs)."""
+
+
+class PipelineError(IPUError, ValueError):
+    """A pipeline's stages, device mapping, depth or outputs break a pipelining rule."""

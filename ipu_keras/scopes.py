@@ -3,10 +3,17 @@
 `ipu_shard` is the user's placement of ops on an IPU of a multi-IPU device;
 `pipeline_stage` is how the pipelining APIs (`pipelining_ops.pipeline`, Keras stage
 assignments) mark the ops of one computational stage. Both only record the current
-placement (`current_shard()`, `current_stage()`); the tracer reads it when ops are made.
+placement (`current_shard()`, `current_stage()`) and, when TensorFlow is loaded, stamp
+it on the TensorFlow ops created inside as the node attributes `_ipu_shard` and
+`_ipu_stage` (through the default graph's attribute scope), which the tracer reads.
 """
 import contextlib
 import re
+import sys
+
+SHARD_ATTR = "_ipu_shard"
+STAGE_ATTR = "_ipu_stage"
+"""The TensorFlow node attributes that carry a placement to the tracer."""
 
 _DEVICE = re.compile(r"^/device:IPU:(\d+)$")
 _current_shard = [None]
@@ -41,7 +48,8 @@ def ipu_shard(index):
         raise ValueError(f"ipu_shard expected a non-negative int. Received: index={index!r}")
     previous, _current_shard[0] = _current_shard[0], index
     try:
-        yield
+        with _op_attribute(SHARD_ATTR, index):
+            yield
     finally:
         _current_shard[0] = previous
 
@@ -53,7 +61,8 @@ def pipeline_stage(stage):
         raise ValueError(f"pipeline_stage expected a non-negative int. Received: stage={stage!r}")
     previous, _current_stage[0] = _current_stage[0], stage
     try:
-        yield
+        with _op_attribute(STAGE_ATTR, stage):
+            yield
     finally:
         _current_stage[0] = previous
 
@@ -66,3 +75,17 @@ def current_shard():
 def current_stage():
     """The stage of the innermost `pipeline_stage` scope, or None outside any."""
     return _current_stage[0]
+
+
+def _op_attribute(name, value):
+    """Stamps `name=value` on the TensorFlow ops created inside (if TensorFlow is loaded)."""
+    if "tensorflow" not in sys.modules:
+        return contextlib.nullcontext()
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.framework import ops
+
+    from ipu_keras.tracer import placement
+
+    placement.install()   # gradients of the ops made inside follow them
+
+    return ops.get_default_graph()._attr_scope({name: attr_value_pb2.AttrValue(i=value)})

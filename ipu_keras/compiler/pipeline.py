@@ -1,6 +1,9 @@
 """The compiler: IR graph -> `Executable`, as a readable list of named passes.
 
-Graph -> Graph passes run in `GRAPH_PASSES` order; then the analyses (tile map with
+Graph -> Graph passes run in `GRAPH_PASSES` order (`shard` places every equation on an
+IPU); the executable is then built for the IPUs one replica uses (`replica_target`:
+the shards, not the whole device, whose remaining IPUs are for replicas); then the
+analyses (tile map with
 the matmul/conv/gather planner, memory plan) and the lowering (with the cycle tables)
 produce the executable. The pipeline owns the order of the passes and the options
 they get (`poplar_options` of matmuls and convolutions, `debug.allowOutOfMemory` from
@@ -8,6 +11,7 @@ they get (`poplar_options` of matmuls and convolutions, `debug.allowOutOfMemory`
 times are kept in `executable.info["pass_seconds"]`. The compiler knows nothing of
 TensorFlow or Keras: its input is IR, its output plain data.
 """
+import dataclasses
 import time
 
 from ipu_keras.compiler.executable import Executable
@@ -16,7 +20,9 @@ from ipu_keras.compiler.passes.fold import fold_constants
 from ipu_keras.compiler.passes.inline import inline_calls
 from ipu_keras.compiler.passes.lower import lower
 from ipu_keras.compiler.passes.memory import allow_out_of_memory, check_memory, plan_memory
+from ipu_keras.compiler.passes.pipeline import plan_pipelines
 from ipu_keras.compiler.passes.planner import PlanOptions
+from ipu_keras.compiler.passes.shard import check_device, num_shards, shard
 from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.ir.verify import verify
 
@@ -25,11 +31,13 @@ GRAPH_PASSES = (
     ("inline", inline_calls),
     ("constant-fold", fold_constants),
     ("dead-code", eliminate_dead_code),
+    ("shard", shard),
     ("verify-optimised", verify),
 )
 
 
-PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + ("tile-map", "memory-plan", "lower")
+PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + (
+    "tile-map", "memory-plan", "pipeline", "lower")
 """Every pass `compile_graph` runs, in order (the names of `on_pass` and `pass_seconds`)."""
 
 
@@ -50,11 +58,13 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
 
     Raises:
         OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed).
+        ShardingError: if the graph's shards do not divide `target.num_ipus`.
     """
     clock = _PassClock(on_pass)
     for name, graph_pass in GRAPH_PASSES:
         graph = graph_pass(graph)
         clock.done(name)
+    device_ipus, target = target.num_ipus, replica_target(graph, target)
     tile_map = plan_tile_mapping(
         graph, target, PlanOptions.from_poplar_options(matmul_options),
         PlanOptions.from_poplar_options(conv_options, "convolutions.poplar_options"))
@@ -62,12 +72,28 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     memory = plan_memory(graph, tile_map, compile_ipu_code)
     allow = allow_out_of_memory() if allow_oom is None else allow_oom
     out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow)
-    summary = memory.summary(target.bytes_per_tile)
+    summary = memory.summary(target.bytes_per_tile, target.tiles_per_ipu)
     summary["out_of_memory"] = out_of_memory
     clock.done("memory-plan")
-    lowered = lower(graph, tile_map, target)
+    pipelines = plan_pipelines(graph, tile_map, target)
+    clock.done("pipeline")
+    lowered = lower(graph, tile_map, target, pipelines)
     clock.done("lower")
-    return _assemble(graph, tile_map, target, lowered, summary, clock)
+    executable = _assemble(graph, tile_map, target, lowered, summary, clock)
+    executable.info["pipelines"] = list(pipelines.values())
+    executable.info["device_ipus"] = device_ipus    # the target holds one replica's IPUs
+    return executable
+
+
+def replica_target(graph, target):
+    """The part of `target` one replica of `graph` runs on: `num_shards(graph)` IPUs.
+
+    Raises:
+        ShardingError: if the shards do not divide the device's IPUs.
+    """
+    shards = num_shards(graph)
+    check_device(shards, target.num_ipus)
+    return dataclasses.replace(target, num_ipus=shards)
 
 
 class _PassClock:

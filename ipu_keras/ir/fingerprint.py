@@ -45,6 +45,8 @@ class _Writer:
             params = ", ".join(f"{k}={self.param(eqn.params[k], depth)}"
                                for k in sorted(eqn.params))
             source = f"@{eqn.source.node!r}/{eqn.source.layer!r}"
+            if eqn.shard is not None or eqn.stage is not None or eqn.pipeline:
+                source += f" on({eqn.shard},{eqn.stage},{sorted((eqn.pipeline or {}).items())})"
             self.lines.append(f"{pad}  {outs} = {eqn.op}({ins}) {{{params}}} {source}")
         self.lines.append(f"{pad}  return {', '.join(self.use(v) for v in graph.outputs)}")
 

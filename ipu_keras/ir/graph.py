@@ -7,6 +7,12 @@ their bodies as sub-graphs inside `params` (`while`: `cond` and `body`; `if`:
 `then` and `else`; `call`: `fn`). Program order is the order of the list:
 side effects (variable writes, feeds) happen in that order.
 
+Placement: an equation's `shard` is the IPU (within one replica) it runs on and its
+`stage` the pipeline stage it belongs to; None means "not placed by the user" (the
+compiler's `shard` pass fills shards in; stages stay None outside pipelines). The
+micro-batch loop of a pipeline carries `pipeline = {"schedule": name, "depth": n}`,
+which the compiler's `pipeline` analysis turns into a schedule and its time.
+
 Variables and feeds are device state shared by every sub-graph; equations name
 them by index into the top-level graph's `variables`, `infeeds` and `outfeeds`.
 """
@@ -56,6 +62,9 @@ class Equation:
     outputs: list
     params: dict = dataclasses.field(default_factory=dict)
     source: Source = dataclasses.field(default_factory=Source)
+    shard: object = None    # int IPU index within a replica, or None (unplaced)
+    stage: object = None    # int pipeline stage, or None
+    pipeline: object = None  # of the micro-batch `while` of a pipeline: {schedule, depth}
 
     def subgraphs(self):
         """The sub-graphs this equation holds (control-flow bodies), in a stable order."""

@@ -14,6 +14,11 @@ def _param(value):
     return repr(value)
 
 
+def _placement(eqn):
+    stage = "" if eqn.stage is None else f" stage {eqn.stage}"
+    return f"  @ipu {eqn.shard}{stage}" if eqn.shard is not None else f"  @{stage.strip()}"
+
+
 def format_graph(graph, indent=0):
     pad = "  " * indent
     lines = [f"{pad}graph({', '.join(map(repr, graph.inputs))}) {{"]
@@ -24,7 +29,9 @@ def format_graph(graph, indent=0):
             f"{k}={_param(v)}" for k, v in sorted(eqn.params.items())
         )
         lhs = f"{outs} = " if outs else ""
-        lines.append(f"{pad}  {lhs}{eqn.op}({ins}){' {' + params + '}' if params else ''}")
+        where = "" if eqn.shard is None and eqn.stage is None else _placement(eqn)
+        lines.append(f"{pad}  {lhs}{eqn.op}({ins}){' {' + params + '}' if params else ''}"
+                     f"{where}")
         for name, sub in sorted(eqn.params.items()):
             if hasattr(sub, "equations"):
                 lines.append(f"{pad}    {name}:")

@@ -7,18 +7,21 @@ from ipu_keras.ops.registry import get_op
 
 
 class Builder:
-    """Appends equations to a list; `source` is stamped on each new equation."""
+    """Appends equations to a list; `source`, `shard` and `stage` are stamped on each."""
 
-    def __init__(self, source=None):
+    def __init__(self, source=None, shard=None, stage=None):
         self.equations = []
         self.source = source or Source()
+        self.shard = shard
+        self.stage = stage
 
     def emit(self, op, inputs, **params):
         """Append `op(inputs, **params)`; returns its output Value, or a tuple if not one."""
         opdef = get_op(op)
         out_types = opdef.shape([v.type for v in inputs], **params)
         outputs = [Value(t) for t in out_types]
-        self.equations.append(Equation(op, list(inputs), outputs, params, self.source))
+        self.equations.append(Equation(op, list(inputs), outputs, params, self.source,
+                                       self.shard, self.stage))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def const(self, value, dtype=None):

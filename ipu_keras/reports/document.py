@@ -10,6 +10,7 @@ the cycles went. No TensorFlow, no plotting: see `plots.py` and `html.py`.
 import math
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
+from ipu_keras.reports.timeline import ipus_section
 from ipu_keras.version import __version__
 
 REPORT_FORMAT = 1
@@ -33,6 +34,7 @@ def build(executable, name, key, counts=None):
         "plans": list(info.get("plans", [])),
         "tensor_map": tensor_rows(executable),
         "execution": None if counts is None else execution_section(executable, counts),
+        "ipus": ipus_section(executable),
     }
 
 

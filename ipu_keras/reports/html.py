@@ -10,6 +10,7 @@ import html
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
 from ipu_keras.reports.summary import busiest_tiles, cycle_breakdown, largest_tensors
+from ipu_keras.reports.timeline import timeline_html
 
 _STYLE = """body{font-family:sans-serif;margin:2em;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;
@@ -128,6 +129,8 @@ def render(report, images):
         "<h2>Liveness</h2>", _image("liveness.png", images),
         _liveness(report),
         "<h2>Cycles</h2>", _cycles(report), _image("cycles.png", images),
+        "<h2>IPUs and pipeline</h2>", timeline_html(report, _table) or "<p>One IPU.</p>",
+        _image("timeline.png", images),
         "<h2>Execution trace</h2>", _image("trace.png", images) or "<p>No run yet.</p>",
         "<h2>Largest tensors</h2>", _tensors(report),
         "<h2>Program</h2>", _tree(report),

@@ -3,13 +3,15 @@
 `memory.png` (bytes per tile stacked by category, with the tile's capacity),
 `liveness.png` (not-always-live bytes during each program step), `cycles.png` (where
 the cycles go: per kind and the top ops) and `trace.png` (the execution trace: how
-often each block ran and its cycles by kind). Each function takes the report dict
+often each block ran and its cycles by kind), and for a pipeline `timeline.png`
+(`timeline.py`). Each function takes the report dict
 and a path. matplotlib is imported here only, and only when a report is written.
 """
 import numpy as np
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
 from ipu_keras.reports.document import cycle_breakdown
+from ipu_keras.reports.timeline import timeline_plot
 
 COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "sync": "#937860",
            "host_io": "#55A868"}
@@ -109,7 +111,7 @@ def trace_plot(report, path):
 
 
 STATIC_PLOTS = {"memory.png": memory_plot, "liveness.png": liveness_plot,
-                "cycles.png": cycles_plot}
+                "cycles.png": cycles_plot, "timeline.png": timeline_plot}
 """The plots written at compile time; `cycles.png` and `trace.png` follow each run."""
 
 __all__ = ["STATIC_PLOTS", "cycles_plot", "liveness_plot", "memory_plot", "trace_plot"]

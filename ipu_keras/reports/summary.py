@@ -11,6 +11,7 @@ import os
 
 from ipu_keras.compiler.executable import CYCLE_KINDS
 from ipu_keras.reports.document import cycle_breakdown
+from ipu_keras.reports.timeline import ipu_lines
 
 
 def find_reports(directory):
@@ -124,7 +125,8 @@ def summarise(report):
              _target_line(report["target"]),
              f"compile: {compile_info.get('compile_seconds') or 0:.2f} s, "
              f"{compile_info.get('equations')} equations, cache {cache}"]
-    lines += _memory_lines(report) + _tensor_lines(report) + _cycle_lines(report)
+    lines += (_memory_lines(report) + ipu_lines(report) + _tensor_lines(report)
+              + _cycle_lines(report))
     return "\n".join(lines)
 
 

@@ -123,7 +123,7 @@ def _write_files(path, report, plot_functions):
                            "`pip install matplotlib`. Received: %r", file_name, e)
             break
     images = {}
-    for file_name in ("memory.png", "liveness.png", "cycles.png", "trace.png"):
+    for file_name in ("memory.png", "liveness.png", "cycles.png", "trace.png", "timeline.png"):
         png = os.path.join(path, file_name)
         if os.path.exists(png) and (file_name != "trace.png" or report["execution"]):
             with open(png, "rb") as f:

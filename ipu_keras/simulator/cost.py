@@ -22,6 +22,9 @@ The model, per compute set (a superstep: sync, exchange, compute):
 * a sync costs `internal_sync_cycles` within one IPU, `external_sync_cycles` when
   the superstep spans IPUs or involves the host (stream copies).
 * host I/O: bytes over the host link (`host_link_bytes_per_second` at `clock_hz`).
+* an inter-IPU copy: its bytes over the IPU-Links of one IPU
+  (`ipu_link_bytes_per_second` at `clock_hz`) plus `IPU_LINK_LATENCY_CYCLES`, on top of
+  the exchange that lands them on the destination tiles and an external sync.
 """
 import math
 
@@ -35,6 +38,10 @@ TRANSCENDENTAL_CYCLES = 8
 
 EXCHANGE_LATENCY_CYCLES = 30
 """Estimate: fixed cost of one exchange phase (programming the exchange, first word)."""
+
+IPU_LINK_LATENCY_CYCLES = 700
+"""Estimate: fixed cost of one transfer over the IPU-Links (link serialisation and
+flight, about half a microsecond at 1.33 GHz)."""
 
 PARTIALS_BYTES = {"float": 4, "half": 2}
 """Bytes of one matmul/conv partial sum per `partialsType`."""
@@ -108,3 +115,11 @@ def host_io_cycles(nbytes, target):
 def sync_cycles(target, external=False):
     """Cycles of one sync: internal (one IPU) or external (all IPUs, or the host)."""
     return target.external_sync_cycles if external else target.internal_sync_cycles
+
+
+def ipu_link_cycles(nbytes, target):
+    """Cycles to move `nbytes` from one IPU to another over its IPU-Links."""
+    if nbytes <= 0:
+        return 0
+    return IPU_LINK_LATENCY_CYCLES + math.ceil(
+        nbytes / target.ipu_link_bytes_per_second * target.clock_hz)

@@ -26,9 +26,12 @@ from ipu_keras.ops.builder import Builder
 from ipu_keras.ops.evaluate import fold_equation
 from ipu_keras.tracer import facts as _facts
 from ipu_keras.tracer.layers import LayerScopes
+from ipu_keras.tracer import placement
 from ipu_keras.tracer.node import Node, numpy_dtype, tensor_type
 from ipu_keras.tracer.shapes import infer_types
 from ipu_keras.tracer.state import StateRef
+
+placement.install()
 
 # Stateful in TensorFlow's sense but free of effects we must keep.
 _PURE_STATEFUL = {"ReadVariableOp", "VarHandleOp", "NoOp", "Placeholder", "Const"}
@@ -42,6 +45,7 @@ class GraphImporter:
         self.layers = layers or LayerScopes()
         self.outfeed_queues = outfeed_queues or {}
         self.facts = _facts.Facts()
+        self.placement = (None, None)   # of the op whose functions are being imported
 
     # -- used by Node ------------------------------------------------------------
     def layer_of(self, node_name):
@@ -105,7 +109,16 @@ class GraphImporter:
                 continue
             node = Node(op, [_lookup(env, t, op) for t in op.inputs], self)
             b.source = Source(op.name, node.layer)
-            results = self._import_op(node, b)
+            outer = self.placement
+            own = placement.placement_of(op)
+            b.shard, b.stage = self.placement = tuple(
+                mine if mine is not None else theirs for mine, theirs in zip(own, outer))
+            first = len(b.equations)
+            try:
+                results = self._import_op(node, b)
+            finally:
+                self.placement = outer
+            _mark_pipeline(op, b.equations[first:])
             for tensor, value in zip(op.outputs, results):
                 env[tensor.ref()] = value
         return Graph(inputs, [_lookup(env, t, None) for t in outputs], b.equations)
@@ -130,6 +143,14 @@ class GraphImporter:
         _check_types(node, results)
         self.facts.after_op(node, results)
         return results
+
+
+def _mark_pipeline(op, equations):
+    """A pipeline's micro-batch loop keeps its schedule and depth (`Equation.pipeline`)."""
+    info = placement.pipeline_of(op) if op.type in ("While", "StatelessWhile") else None
+    for eqn in equations:
+        if info is not None and eqn.op == "while":
+            eqn.pipeline = info
 
 
 def _library_function(graph, name):

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
+from ipu_keras.errors import IPUError
 from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.builder import Builder
@@ -64,11 +65,27 @@ def make_tf_function(fn, args, kwargs):
 
     def step(*dense_values):
         a, k = rebuild(list(dense_values))
-        return body(*a, **k)
+        return _without_operations(body(*a, **k))
 
     specs = [tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype if isinstance(
         x, np.ndarray) else x.dtype)) for x in dense]
     return tf.function(step, autograph=True), specs, dense
+
+
+def _without_operations(outputs):
+    """Outputs with `tf.Operation`s (a pipeline, a grouped update) as None: they are
+    effects, which the graph keeps anyway, not values a tf.function can return."""
+    return tf.nest.map_structure(
+        lambda x: None if isinstance(x, tf.Operation) else x, outputs)
+
+
+def _raise_designed_cause(error):
+    """AutoGraph re-raises an error from user code as a `StagingError` unless its type
+    takes only a message; a designed `IPUError` (e.g. a pipelining rule) is raised as
+    itself, so users and tests see the documented class."""
+    cause = error.__context__
+    if not isinstance(error, IPUError) and isinstance(cause, IPUError):
+        raise cause.with_traceback(None) from None
 
 
 def trace(fn, args=(), kwargs=None, outfeed_queues=None):
@@ -76,7 +93,11 @@ def trace(fn, args=(), kwargs=None, outfeed_queues=None):
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
     layers = LayerScopes()
     with layers.recording(), _custom_gradients_released():
-        concrete = tf_fn.get_concrete_function(*specs)
+        try:
+            concrete = tf_fn.get_concrete_function(*specs)
+        except Exception as e:  # noqa: BLE001 - re-raised, or its designed cause instead
+            _raise_designed_cause(e)
+            raise
     return import_concrete(concrete, len(specs), layers, outfeed_queues)
 
 

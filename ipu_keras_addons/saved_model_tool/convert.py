@@ -153,9 +153,8 @@ def _static_shapes(sig, batch_size):
 def _compile_embedded(ipu, params, mapping, output_dir):
     config = params.embedded_runtime_save_config
     cachedir = os.path.join(output_dir, config["embedded_runtime_exec_cachedir"])
-    options = _options(params)
     # A pipeline's stages may be on more IPUs than --num_ipus (auto picks the count).
-    options.num_ipus = max([options.num_ipus] + [shard + 1 for shard, _ in mapping.values()])
+    options = runner.with_device_for(_options(params), mapping)
     executable = runner.compile_signature(ipu, _static_shapes(ipu, params.batch_size),
                                           options, mapping, params.batch_per_step)
     os.makedirs(cachedir, exist_ok=True)

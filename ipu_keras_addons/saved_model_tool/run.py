@@ -39,6 +39,7 @@ def run_saved_model(directory, tag_set, signature_def, feeds, options=None):
         result.embedded = True
         return result
     shapes = {k: a.shape for k, a in arrays.items()}
+    options = runner.with_device_for(options, mapping)
     return runner.execute(runner.compile_signature(ipu, shapes, options, mapping), ipu, arrays)
 
 

@@ -42,6 +42,15 @@ class IPUOptions:
         return cfg
 
 
+def with_device_for(options, mapping):
+    """`options` with enough IPUs for `mapping` (node -> (shard, stage)): the highest shard
+    + 1 rounded up to a power of two, as the compiler requires (multi-IPU device, issue 10)."""
+    shards = 1
+    while shards < max([0] + [shard + 1 for shard, _ in (mapping or {}).values()]):
+        shards *= 2
+    return dataclasses.replace(options, num_ipus=max(int(options.num_ipus), shards))
+
+
 @dataclasses.dataclass
 class RunResult:
     """What `run` prints: outputs by key, and the simulated device's figures."""
@@ -142,7 +151,10 @@ def execute(executable, sig, arrays, batch_size=None, batch_per_step=0):
         outputs = {k: np.concatenate([r[i] for r in results])[:n] for i, k in enumerate(outs)}
     else:
         outputs = dict(zip(outs, results[0]))
-    return RunResult(outputs, cycles, len(results), executable.target, executable.memory)
+    # The device's IPUs (the executable's target holds the IPUs of one replica).
+    target = dict(executable.target,
+                  num_ipus=executable.info.get("device_ipus", executable.target["num_ipus"]))
+    return RunResult(outputs, cycles, len(results), target, executable.memory)
 
 
 def _chunks(arrays, keys, batch_size, batch_per_step):

@@ -65,14 +65,31 @@ def test_an_operand_mapped_elsewhere_is_exchanged_by_interval():
     assert exe.blocks[0]["cycles"]["exchange"] == LATENCY + 16 * 4 // 4
 
 
-def test_a_step_spanning_two_ipus_pays_an_external_sync():
+def test_an_unsharded_graph_runs_on_one_ipu_of_a_bigger_device():
     b = Builder()
     x = new_input((1024,), "float32")
     y = b.emit("neg", [x])
     target = get_target("ipu2", tiles_per_ipu=4, num_ipus=2)
     exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
-    assert exe.blocks[0]["cycles"]["sync"] == target.external_sync_cycles
-    one_ipu = compile_graph(b.graph([x], [y]), small_target(8), compile_ipu_code=False)
-    assert one_ipu.blocks[0]["cycles"]["sync"] == target.internal_sync_cycles
-    assert np.isclose(exe.blocks[0]["cycles"]["compute"],
-                      one_ipu.blocks[0]["cycles"]["compute"])
+    assert exe.target["num_ipus"] == 1          # the other IPU is for a replica
+    one_ipu = compile_graph(b.graph([x], [y]), small_target(4), compile_ipu_code=False)
+    assert exe.blocks[0]["cycles"] == one_ipu.blocks[0]["cycles"]
+
+
+def test_an_inter_ipu_copy_pays_the_link_an_exchange_and_an_external_sync():
+    b = Builder()
+    x = new_input((1024,), "float32")
+    b.shard = 0
+    y = b.emit("neg", [x])
+    b.shard = 1
+    z = b.emit("neg", [y])
+    target = get_target("ipu2", tiles_per_ipu=4, num_ipus=2)
+    exe = compile_graph(b.graph([x], [z]), target, compile_ipu_code=False)
+    assert exe.target["num_ipus"] == 2
+    rows = {row[0]: row[2] for row in exe.blocks[0]["profile"]}
+    copy = rows["ipu_copy"]
+    link = cost.IPU_LINK_LATENCY_CYCLES + math.ceil(4096 / 320e9 * 1.33e9)
+    # 1024 floats land on 4 destination tiles: 1024 bytes each over the exchange.
+    assert copy[1] == link + cost.EXCHANGE_LATENCY_CYCLES + 1024 // 4
+    assert copy[2] == target.external_sync_cycles
+    assert rows["neg"][2] == target.internal_sync_cycles

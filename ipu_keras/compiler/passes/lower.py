@@ -26,9 +26,10 @@ from ipu_keras.simulator import cost as cost_model
 
 
 class _Lowering:
-    def __init__(self, tile_map, target):
+    def __init__(self, tile_map, target, pipelines=None):
         self.map = tile_map
         self.target = target
+        self.pipelines = pipelines or {}
         self.slots = {}
         self.blocks = []
         self.constants = []
@@ -96,9 +97,12 @@ class _Lowering:
             return ["outfeed", p["outfeed"], ins]
         if eqn.op == "while":
             cond, body = p["cond"], p["body"]
-            return ["while", ins, self.block(cond), self.slots_of(cond.inputs),
+            step = ["while", ins, self.block(cond), self.slots_of(cond.inputs),
                     self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
                     self.slots_of(body.outputs), outs]
+            if id(eqn) in self.pipelines:
+                self._pipelined(self.blocks[step[5]], self.pipelines[id(eqn)])
+            return step
         if eqn.op == "if":
             then, other = p["then"], p["else"]
             return ["if", ins[0], ins[1:], self.block(then), self.slots_of(then.inputs),
@@ -106,6 +110,15 @@ class _Lowering:
                     self.slots_of(other.outputs), outs]
         assert not get_op(eqn.op).engine, f"no lowering for engine op {eqn.op}"
         return ["exec", eqn.op, ins, outs, p]
+
+    @staticmethod
+    def _pipelined(block, pipeline):
+        """A pipeline's body runs `depth` times per run; together they take the schedule's
+        makespan, not `depth` serial iterations: scale its cycles (`passes/pipeline.py`)."""
+        serial = sum(block["cycles"].values()) * pipeline["depth"]
+        factor = pipeline["makespan_cycles"] / serial if serial else 1.0
+        block["cycles"] = {k: round(v * factor) for k, v in block["cycles"].items()}
+        block["pipeline"] = pipeline
 
     # -- cost ----------------------------------------------------------------------
     def cycles(self, eqn):
@@ -130,6 +143,9 @@ class _Lowering:
         compute, mapping = self._compute(eqn)
         supersteps = 1 if compute or exchange else 0
         external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
+        if eqn.op == "ipu_copy":   # over the IPU-Links, then onto the destination tiles
+            exchange += cost_model.ipu_link_cycles(eqn.inputs[0].type.nbytes, target)
+            external = True
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
 
     def _reduction(self, eqn):
@@ -183,6 +199,12 @@ class _Lowering:
         return start // per_ipu != ((start + tiles - 1) % self.map.num_tiles) // per_ipu
 
 
+def step_cycles(eqn, tile_map, target):
+    """[compute, exchange, sync, host_io] cycles of one execution of `eqn` (at any depth;
+    not of its bodies), as the lowering charges them."""
+    return _Lowering(tile_map, target).cycles(eqn)
+
+
 def _profile_row(eqn, cycles, step):
     """For reports: [op, layer, [compute, exchange, sync, host_io], sub-blocks] of a step."""
     subs = []
@@ -193,9 +215,11 @@ def _profile_row(eqn, cycles, step):
     return [eqn.op, eqn.source.layer, list(cycles), subs]
 
 
-def lower(graph, tile_map, target):
-    """Returns (blocks, constants, input slots, output slots, number of slots)."""
-    lowering = _Lowering(tile_map, target)
+def lower(graph, tile_map, target, pipelines=None):
+    """Returns (blocks, constants, input slots, output slots, number of slots).
+
+    `pipelines` (from `passes/pipeline.py`) gives the schedule of each pipeline loop."""
+    lowering = _Lowering(tile_map, target, pipelines)
     lowering.block(graph)
     lowering.blocks[0]["tiles"]["variables"] = [
         [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]

@@ -61,9 +61,13 @@ class MemoryPlan:
     def total(self):
         return self.always_live + self.not_always_live
 
-    def summary(self, bytes_per_tile=None):
-        """The executable's `memory` dict (JSON-able; per-tile arrays as lists)."""
+    def summary(self, bytes_per_tile=None, tiles_per_ipu=None):
+        """The executable's `memory` dict (JSON-able; per-tile arrays as lists).
+
+        `ipu_memory` is the bytes of each IPU (`tiles_per_ipu` tiles each, default all).
+        """
         total = self.total
+        per_ipu = tiles_per_ipu or len(total)
         tile = int(np.argmax(total))
         over = [] if bytes_per_tile is None else np.nonzero(total > bytes_per_tile)[0]
         return {
@@ -81,6 +85,8 @@ class MemoryPlan:
             "peak_liveness_step": int(np.argmax(self.liveness)) if self.liveness else 0,
             "loop_liveness": self.loop_liveness,
             "tiles_out_of_memory": [int(t) for t in over],
+            "ipu_memory": [int(b) for b in total.reshape(-1, per_ipu).sum(axis=1)],
+            "ipu_max_tile_bytes": [int(b) for b in total.reshape(-1, per_ipu).max(axis=1)],
             "out_of_memory": None,
         }
 
@@ -258,7 +264,7 @@ def check_memory(plan, graph, tile_map, target, allow=False):
     tile = int(np.argmax(total))
     if total[tile] <= target.bytes_per_tile:
         return None
-    error = {"tile": tile, "bytes_used": int(total[tile]),
+    error = {"tile": tile, "ipu": tile // target.tiles_per_ipu, "bytes_used": int(total[tile]),
              "bytes_available": int(target.bytes_per_tile),
              "details": _advice(graph, tile_map, tile)}
     if allow:

@@ -17,6 +17,12 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
 * everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
   tile, each new value starting where the previous ended so that small values do
   not all land on tile 0. Variables are mapped first, then the graph inputs.
+
+On a device of several IPUs an IPU is a range of `tiles_per_ipu` global tiles: every
+value is mapped inside the range of the IPU its equation runs on (`Equation.shard`,
+filled in by the `shard` pass; a variable on the IPU of its reads and writes, a graph
+input on that of its first user), one allocation cursor per IPU. A value never spans
+two IPUs; moving one between IPUs is an `ipu_copy`.
 """
 import dataclasses
 import math
@@ -24,6 +30,8 @@ import math
 import numpy as np
 
 from ipu_keras.compiler.passes import planner
+from ipu_keras.compiler.passes.shard import input_shards, variable_shards
+from ipu_keras.compiler.passes.stages import is_backward
 from ipu_keras.ops.registry import get_op
 
 GRAIN_BYTES = 64
@@ -92,8 +100,11 @@ class _Planner:
     def __init__(self, target, matmul_options, conv_options):
         self.target = target
         self.num_tiles = target.num_tiles
+        self.per_ipu = target.tiles_per_ipu
         self.options = (matmul_options, conv_options)
-        self.next_tile = 0
+        self.cursors = [0] * target.num_ipus   # next free tile offset within each IPU
+        self.ipu = 0                            # the IPU being mapped onto
+        self.stage_options = {}                 # (stage, direction) -> options of a stage
         self.values = {}
         self.plans = {}
         self.aliases = {}
@@ -102,10 +113,16 @@ class _Planner:
         grain = max(1, GRAIN_BYTES // type_.itemsize)
         if tiles is None:
             tiles = math.ceil(type_.size / grain)
-        tiles = max(1, min(self.num_tiles, tiles))
-        mapping = Mapping(self.next_tile, tiles, max(1, math.ceil(type_.size / tiles)))
-        self.next_tile = (self.next_tile + tiles) % self.num_tiles
-        return mapping
+        tiles = max(1, min(self.per_ipu, tiles))
+        return Mapping(self._take(tiles), tiles, max(1, math.ceil(type_.size / tiles)))
+
+    def _take(self, tiles):
+        """The first global tile of `tiles` consecutive tiles on the current IPU."""
+        offset = self.cursors[self.ipu]
+        if len(self.cursors) > 1 and offset + tiles > self.per_ipu:
+            offset = 0    # stay on this IPU (one IPU wraps around onto itself)
+        self.cursors[self.ipu] = (offset + tiles) % self.per_ipu
+        return self.ipu * self.per_ipu + offset
 
     def graph(self, graph, variables):
         for eqn in graph.equations:
@@ -113,6 +130,7 @@ class _Planner:
 
     def equation(self, eqn, variables):
         opdef = get_op(eqn.op)
+        self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         if eqn.op == "read_var":
             self.values[eqn.outputs[0].id] = variables[eqn.params["var"]]
             return
@@ -122,6 +140,7 @@ class _Planner:
             for inner, outer in zip(sub.inputs, operands):
                 self.values[inner.id] = self.values.get(outer.id) or self.linear(outer.type)
             self.graph(sub, variables)
+            self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         for i, out in enumerate(eqn.outputs):
             self.values[out.id] = self._choose(opdef, eqn, i, out)
 
@@ -147,16 +166,17 @@ class _Planner:
             # An empty product, or a zero-length contraction (a fill of zeros): there is
             # nothing to plan, and the op's own cost rule prices it.
             return self.linear(out.type)
-        options = planner.options_for(eqn.op, *self.options)
+        direction = "backward" if is_backward(eqn) else "forward"
+        options = planner.options_for(
+            eqn.op, *self.stage_options.get((eqn.stage, direction), self.options))
         kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
         plan = planner.choose_plan(problem, options, self.target, kind,
                                    where=f"{eqn.op} {out.type} from {eqn.source}")
-        start = self.next_tile
+        start = self._take(plan.tiles)
         # The output follows the plan: tile i owns product elements [i*q, (i+1)*q).
         chunks = math.ceil(problem.out_size / plan.per_tile)
-        mapping = Mapping(start, min(chunks, self.num_tiles),
+        mapping = Mapping(start, min(chunks, self.per_ipu),
                           max(1, math.ceil(out.type.size / chunks)))
-        self.next_tile = (start + plan.tiles) % self.num_tiles
         self.plans[out.id] = dataclasses.replace(plan, start=start)
         return mapping
 
@@ -170,15 +190,40 @@ class _Planner:
         return mapping
 
 
+def _stage_options(graph, matmul_options, conv_options):
+    """(stage, "forward"/"backward") -> (matmul, conv) PlanOptions of pipeline stages
+    given `PipelineStageOptions`; each overrides the config's options it names."""
+    table = {}
+    for eqn in graph.walk():
+        for direction, stages in ((eqn.pipeline or {}).get("stage_options") or {}).items():
+            for stage, options in enumerate(stages):
+                table[(stage, direction)] = tuple(
+                    _override(base, options[kind], f"{direction} stage {stage} {kind} options")
+                    for base, kind in ((matmul_options, "matmul"), (conv_options, "conv")))
+    return table
+
+
+def _override(base, options, where):
+    text = {"availableMemoryProportion": str(base.available_memory_proportion),
+            "partialsType": base.partials_type}
+    return planner.PlanOptions.from_poplar_options({**text, **options}, where)
+
+
 def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
     """Map every value of `graph` onto `target`'s tiles; plan matmuls, convs and gathers.
 
     `matmul_options`/`conv_options` are `planner.PlanOptions` (defaults if None).
     """
-    planner_ = _Planner(target, matmul_options or planner.PlanOptions(),
-                        conv_options or planner.PlanOptions())
-    variables = [planner_.linear(spec.type) for spec in graph.variables]
-    for value in graph.inputs:
+    matmul_options = matmul_options or planner.PlanOptions()
+    conv_options = conv_options or planner.PlanOptions()
+    planner_ = _Planner(target, matmul_options, conv_options)
+    planner_.stage_options = _stage_options(graph, matmul_options, conv_options)
+    variables = []
+    for spec, ipu in zip(graph.variables, variable_shards(graph)):
+        planner_.ipu = min(ipu, target.num_ipus - 1)
+        variables.append(planner_.linear(spec.type))
+    for value, ipu in zip(graph.inputs, input_shards(graph)):
+        planner_.ipu = min(ipu, target.num_ipus - 1)
         planner_.values[value.id] = planner_.linear(value.type)
     planner_.graph(graph, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
