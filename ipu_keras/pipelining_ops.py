@@ -21,27 +21,7 @@ import tensorflow as tf
 
 from ipu_keras import scopes
 from ipu_keras.errors import PipelineError
-
-try:  # the accumulation work owns the enum; a local one until it is merged
-    from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod
-except ImportError:  # pragma: no cover - replaced by the shared module
-    class GradientAccumulationReductionMethod(enum.Enum):
-        """How the gradients of the micro-batches of one pipeline run are combined."""
-
-        SUM = 0
-        MEAN = 1
-        RUNNING_MEAN = 2
-
-        @classmethod
-        def parse(cls, reduction_method):
-            if isinstance(reduction_method, cls):
-                return reduction_method
-            if isinstance(reduction_method, str) and reduction_method.upper() in cls.__members__:
-                return cls[reduction_method.upper()]
-            raise ValueError(
-                f"Cannot parse {reduction_method} as one of GradientAccumulationReductionMethod."
-                f" Valid values are: {', '.join(cls.__members__)}. "
-                f"Received: reduction_method={reduction_method!r}.")
+from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod
 
 
 class PipelineSchedule(enum.IntEnum):
