@@ -1,4 +1,5 @@
-# The seed's "A basic graph" listing (002), with only the import lines changed.
+# The seed's "A basic graph" listing (002), with only the import lines changed
+# and the configure_ipu_system() line that the seed's text dropped (its numbering skips it).
 import numpy as np
 
 from ipu_keras.scopes import ipu_scope
@@ -9,6 +10,8 @@ from ipu_keras.config import IPUConfig
 # Configure arguments for targeting the IPU
 cfg = IPUConfig()
 cfg.auto_select_ipus = 1
+# The seed's text lost the next line (its line numbers skip it); Graphcore's tutorial has it.
+cfg.configure_ipu_system()
 
 
 with tf.device("cpu"):
