@@ -149,6 +149,14 @@ class StepPlan:
             wrapper = _KerasOptimizerV2 if not use_v2 else _KerasOptimizer
             self.optimizer = wrapper(model.optimizer, steps, reduction_method=method, **kwargs)
 
+    def pipeline(self):
+        """{"schedule", "depth"} of a pipelined training step's device loop, else None: its
+        iterations are micro-batches, a window of `steps` of them a pipeline run, and the
+        weight update the optimizer branch of the window-end cond."""
+        if not self.pipelined or self.optimizer is None:
+            return None
+        return {"schedule": pipelining.options(self.model).schedule, "depth": self.steps}
+
     def tag(self, batches):
         """The staged batches, each with its window-end flag when training accumulates."""
         if self.optimizer is None:

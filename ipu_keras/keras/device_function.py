@@ -85,7 +85,8 @@ class DeviceFunction:
         if program is None:
             step = (getattr(self.model, f"{self.kind}_step") if self.plan is None
                     else self.plan.step_function())
-            program = self.programs[key] = StepProgram(self.model, step, batch)
+            pipeline = None if self.plan is None else self.plan.pipeline()
+            program = self.programs[key] = StepProgram(self.model, step, batch, pipeline)
             first = not getattr(self.model, "_ipu_compile_logged", False)
             self.model._ipu_compile_logged = True
             logger.log(logging.INFO if first else logging.DEBUG,

@@ -3,7 +3,8 @@
 A `StepProgram` traces the model's step function on an example batch, wraps it in the
 counted device loop (`runtime/device_loop.py`), compiles it and keeps the session
 that runs it. `run(batches)` stages the batches in the infeed, runs one execution of
-`len(batches)` steps and returns every step's outputs from the outfeed.
+`len(batches)` steps and returns every step's outputs from the outfeed. A pipelined
+step's loop carries its schedule and depth (`pipeline`) for the compiler.
 """
 import logging
 import time
@@ -46,12 +47,12 @@ class StepOutfeed:
 
 
 class StepProgram:
-    def __init__(self, model, step_fn, example_batch):
+    def __init__(self, model, step_fn, example_batch, pipeline=None):
         start = time.perf_counter()
         cfg = ipu_config.get_active_config()
         traced = trace(step_fn, (tf.nest.map_structure(_device_leaf, example_batch),),
                        outfeed_queues=ipu_outfeed_queue.registry())
-        graph, _, _ = counted_loop(traced.graph)
+        graph, _, _ = counted_loop(traced.graph, pipeline)
         self.target = cfg.target()
         name = f"{getattr(model, 'name', 'model')}_{getattr(step_fn, '__name__', 'step')}"
         self.executable = compile_for_ipu(graph, cfg, name)

@@ -5,6 +5,10 @@
 (a `call`, inlined by the compiler) and enqueues the step's outputs to a new outfeed.
 `n` is an input of the executable, so one executable runs any number of steps up to
 the host's staging limit: a shorter remainder execution needs no recompile.
+
+A pipelined step (`pipeline={"schedule": name, "depth": n}`) marks the loop as a
+pipeline's micro-batch loop (`Equation.pipeline`), as the low-level pipeline's loop is:
+the compiler's `pipeline` analysis then costs its iterations as the schedule's makespan.
 """
 import numpy as np
 
@@ -12,8 +16,10 @@ from ipu_keras.ir.graph import FeedSpec
 from ipu_keras.ops.builder import Builder, new_input
 
 
-def counted_loop(step):
-    """Returns (graph, infeed index, outfeed index); the graph's outputs are the last logs."""
+def counted_loop(step, pipeline=None):
+    """Returns (graph, infeed index, outfeed index); the graph's outputs are the last logs.
+
+    `pipeline` ({"schedule", "depth"}, or None) is stamped on the loop equation."""
     in_types = tuple(v.type for v in step.inputs)
     out_types = tuple(v.type for v in step.outputs)
     infeed, outfeed = len(step.infeeds), len(step.outfeeds)
@@ -42,6 +48,7 @@ def counted_loop(step):
     initial = [b.const(np.int32(0)), count] + [b.const(np.zeros(t.shape, t.dtype))
                                                 for t in out_types]
     results = b.emit("while", initial, cond=cond, body=body)
+    b.equations[-1].pipeline = dict(pipeline) if pipeline else None
     graph = b.graph(
         [count], list(results[2:]),
         variables=list(step.variables),

@@ -5,7 +5,10 @@ forward and backward cycles per micro-batch are the cycles of its equations in t
 loop body (the same cost model as every step, `lower.step_cycles`); an equation is
 backward when TensorFlow made it for a gradient (its node is under `gradient_tape/` or
 `gradients/`). Body equations of no stage (accumulating gradients, feeds) are
-`other` work, run serially once per micro-batch.
+`other` work, run serially once per micro-batch. A conditional's branches are not
+micro-batch work: they are their own blocks, costed when taken. In a Keras pipelined
+model the device loop is the micro-batch loop and its window-end cond's optimizer branch
+the weight update, run once per `depth` micro-batches (`update` cycles).
 
 The schedule turns the table into boxes (IPU, stage, micro-batch, phase, start, end)
 and a makespan; numerics never depend on it. With S stages and depth G:
@@ -32,10 +35,26 @@ def plan_pipelines(graph, tile_map, target):
             for eqn in graph.walk() if eqn.op == "while" and eqn.pipeline}
 
 
+def _micro_batch_work(graph):
+    """The equations one iteration runs every time: all but a conditional's branches."""
+    for eqn in graph.equations:
+        yield eqn
+        if eqn.op != "if":
+            for sub in eqn.subgraphs():
+                yield from _micro_batch_work(sub)
+
+
+def _update_cycles(body, tile_map, target):
+    """Cycles of the costliest branch of the loop body's conditionals (a weight update)."""
+    return sum(max(sum(sum(step_cycles(e, tile_map, target)) for e in sub.walk())
+                   for sub in eqn.subgraphs())
+               for eqn in body.walk() if eqn.op == "if")
+
+
 def stage_table(body, tile_map, target):
     """Per stage: its IPU and forward/backward cycles per micro-batch; and `other`."""
     stages, other = {}, 0
-    for eqn in body.walk():
+    for eqn in _micro_batch_work(body):
         cycles = sum(step_cycles(eqn, tile_map, target))
         if eqn.stage is None:
             other += cycles
@@ -50,7 +69,9 @@ def schedule_loop(eqn, tile_map, target):
     rows, other = stage_table(eqn.params["body"], tile_map, target)
     depth, name = eqn.pipeline["depth"], eqn.pipeline["schedule"]
     sync = cost_model.sync_cycles(target, external=True)
-    return schedule(rows, depth, name, sync, other)
+    plan = schedule(rows, depth, name, sync, other)
+    plan["update_cycles"] = _update_cycles(eqn.params["body"], tile_map, target)
+    return plan
 
 
 def schedule(rows, depth, name, sync, other=0):
