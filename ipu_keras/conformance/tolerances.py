@@ -100,6 +100,12 @@ FLOAT32_ERFC = _row("float32 erfc (3 ulps)", 3 * EPS32, 0, """
     erfc in float32 against float64 math.erfc: the exp(-x*x) factor adds one rounding to
     erf's 2 ulps, so 3 * 2**-23 of the value.""")
 
+FLOAT64_BOX_MULLER = _row("float64 normal samples", 1e-15, 0, """
+    float64 normal random numbers from the same Philox bits: Box-Muller's log, sqrt, sin
+    and cos in numpy and in glibc/Eigen each round correctly or one ulp off (numpy's log
+    differs from glibc's in the last bit for ~0.3% of values): a few u64 = 2**-53 = 1.1e-16
+    each, 1e-15 (9 u64) for the four.""")
+
 
 def float32_sum(name, terms, term_rms, reason=""):
     """A row for float32 sums of `terms` terms of root-mean-square size `term_rms`.
@@ -131,6 +137,10 @@ FLOAT32_SUM_1000 = float32_sum("float32 sum of 1000", 1000, 4 / np.sqrt(12), """
     Sum over 1000 uniform(-2, 2) values (rms 1.15).""")
 FLOAT32_MATMUL_96 = float32_sum("float32 matmul, 96 products", 96, 4 / 3, """
     MatMul 64x96 @ 96x32 of uniform(-2, 2) values: products of rms 4/3.""")
+FLOAT32_CONV_144 = float32_sum("float32 convolution, 144 products", 144, 4 / 3, """
+    Conv2D of 16 channels with a 3x3 filter, uniform(-2, 2) values: each output sums 144
+    products of rms 4/3. TensorFlow's order changes with its thread count and kernel path:
+    an output that cancels to 0.09 was 1.1e-5 off on this machine under load.""")
 FLOAT32_CONV_FILTER_576 = float32_sum("float32 conv filter gradient, 576 products", 576, 2.5, """
     Conv2DBackpropFilter of a 4x12x12 batch: each filter tap sums 576 products of inputs
     (rms 1.15) and upstream gradients weighted 1..3 (rms 2.2).""")
