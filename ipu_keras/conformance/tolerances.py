@@ -70,7 +70,9 @@ def _row(name, rtol, atol, reason):
 EXACT = _row("exact", 0, 0, """
     Integer and boolean results, stateless random ops (Philox counters defined bit for bit),
     float32 -> float16 casts and copies (correctly rounded, round-to-nearest-even on every
-    processor), and weights that must be untouched (a failed or skipped execution, a save
+    processor), a kernel against the same float32 formula in numpy (the same operations in
+    the same order), the loss scale state of a mixed-precision run (powers of two and
+    counters), and weights that must be untouched (a failed or skipped execution, a save
     and load). Any difference is a bug.""")
 
 FLOAT32 = _row("float32", 1e-5, 1e-6, """
@@ -79,7 +81,8 @@ FLOAT32 = _row("float32", 1e-5, 1e-6, """
     orders and approximate exp, tanh, erf, ... differently: a few u32 per op. 1e-5 is
     about 170 u32, room for tens of ops on a path with condition numbers of a few; a wrong
     formula, axis, term or step is off by far more. atol 1e-6 covers values that cancel to
-    near zero, whose error is that of their O(1) terms (about 16 u32).""")
+    near zero, whose error is that of their O(1) terms: about 16 u32, enough for sums of up
+    to about 16 terms; longer sums have their own rows (`float32_sum`).""")
 
 FLOAT32_KERNEL = _row("float32 kernel vs float64", 2e-6, 1e-6, """
     A float32 kernel of the simulator against the same formula evaluated in float64 by
@@ -93,12 +96,15 @@ FLOAT32_ULP = _row("float32 1 ulp", EPS32, EPS32, """
     implementation is written to.""")
 
 FLOAT32_ERF = _row("float32 erf (2 ulps)", 2 * EPS32, 0, """
-    erf in float32 against float64 math.erf: TensorFlow's (Eigen's) rational approximation,
-    reproduced by the simulator, is accurate to 2 ulps (2 * 2**-23 of the value).""")
+    The simulator's erf against float64 math.erf: evaluated in float64 (a Taylor series
+    below 0.5, the Chebyshev-fitted erfc of Numerical Recipes above, relative error below
+    1.2e-7) and rounded to float32 (u32 = 6e-8): below 1.8e-7, within 2 ulps (2 * 2**-23)
+    of the value.""")
 
 FLOAT32_ERFC = _row("float32 erfc (3 ulps)", 3 * EPS32, 0, """
-    erfc in float32 against float64 math.erfc: the exp(-x*x) factor adds one rounding to
-    erf's 2 ulps, so 3 * 2**-23 of the value.""")
+    The simulator's erfc against float64 math.erfc: the same approximation; below 0.5 it is
+    1 - erf, where erfc > 0.47, so erf's error (up to 1.8e-7 of erf < 0.53) adds up to
+    2e-7 of erfc: within 3 ulps (3 * 2**-23) of the value.""")
 
 FLOAT64_BOX_MULLER = _row("float64 normal samples", 1e-15, 0, """
     float64 normal random numbers from the same Philox bits: Box-Muller's log, sqrt, sin
