@@ -3,7 +3,7 @@
 Tests and the conformance catalogue refer to these rows (`tolerances.FLOAT32.assert_close(
 got, expected)`, `np.testing.assert_allclose(got, expected, **tolerances.FLOAT32.kwargs)`);
 no comparison against TensorFlow carries a number of its own. `docs/tolerances.md` is
-rendered from `ROWS` (`python -m ipu_keras.conformance.tolerances` rewrites it;
+rendered from `ROWS` (`python -m ipu_keras.conformance.docs` rewrites it;
 tests/conformance/test_tolerances.py checks it is current).
 
 A tolerance must hold on any x86-64 processor TensorFlow supports, so every row is derived
@@ -21,8 +21,6 @@ from the arithmetic rather than from what one machine printed:
   `float16_training`.
 """
 import dataclasses
-import pathlib
-import sys
 
 import numpy as np
 
@@ -30,7 +28,6 @@ U32 = 2.0**-24  # float32 unit roundoff (half an ulp of 1.0)
 U16 = 2.0**-11  # float16 unit roundoff
 EPS32 = 2.0**-23  # float32 ulp of 1.0
 
-DOCS_PATH = pathlib.Path(__file__).resolve().parents[2] / "docs" / "tolerances.md"
 ROWS = []
 
 
@@ -245,7 +242,7 @@ def render():
         "# Tolerances",
         "",
         "Generated from `ipu_keras/conformance/tolerances.py` by",
-        "`python -m ipu_keras.conformance.tolerances`; do not edit by hand",
+        "`python -m ipu_keras.conformance.docs`; do not edit by hand",
         "(`tests/conformance/test_tolerances.py` checks that it is current).",
         "",
         "Every comparison with TensorFlow (or a float64 reference) names one of these rows.",
@@ -259,14 +256,3 @@ def render():
     lines += [f"| {t.name} | {t.rtol:.3g} | {t.atol:.3g} | {t.reason} |" for t in ROWS]
     return "\n".join(lines) + "\n"
 
-
-def main(argv):
-    path = pathlib.Path(argv[0]) if argv else DOCS_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(), encoding="utf-8")
-    print(f"Wrote {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
