@@ -41,7 +41,10 @@ setup(
         "test": ["pytest"],
     },
     entry_points={
-        "console_scripts": ["ipu-keras=ipu_keras.cli:main"],
+        "console_scripts": [
+            "ipu-keras=ipu_keras.cli:main",
+            "ipu_saved_model_cli=ipu_keras_addons.saved_model_tool.cli:main",
+        ],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

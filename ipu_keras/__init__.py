@@ -3,7 +3,8 @@
 `import ipu_keras as ipu` stands where `from tensorflow.python import ipu` stood:
 `ipu.config.IPUConfig`, `ipu.ipu_strategy.IPUStrategy`, `ipu.ipu_compiler.compile`,
 `ipu.ipu_infeed_queue`, `ipu.ipu_outfeed_queue`, `ipu.loops`, `ipu.scopes`,
-`ipu.utils`. The road from a TensorFlow function to the simulator is:
+`ipu.utils`, and the names of older SDKs (`ipu.compat` lists them all). The road
+from a TensorFlow function to the simulator is:
 tracer (TF graph -> IR) -> compiler (passes -> Executable) -> simulator (engine),
 with runtime (feeds, variables) on the host side.
 
@@ -15,8 +16,8 @@ import importlib
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "config", "errors", "flags", "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue",
-    "ipu_strategy", "loops", "profiling", "scopes", "utils",
+    "compat", "config", "errors", "flags", "ipu_compiler", "keras", "ipu_infeed_queue",
+    "ipu_outfeed_queue", "ipu_strategy", "loops", "profiling", "scopes", "utils",
 )
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),

@@ -147,7 +147,7 @@ def train_on_ipu(dataset, executions, steps_per_execution):
         for _ in range(executions):
             start = time.perf_counter()
             strategy.run(loop, args=[iterator, steps_per_execution])
-            losses = np.asarray(outfeed.dequeue())
+            losses = outfeed.dequeue().numpy()
             wall = time.perf_counter() - start
             compiled = compiled or _executor.last_compiled()
             results.append(Execution(losses, wall, dict(compiled.session.last_cycles)))

@@ -70,3 +70,25 @@ class CompilationError(IPUError, RuntimeError):
 class StrictModeMismatch(IPUError, AssertionError):
     """In strict tile mode, a tile's slice differs from the vectorised run (a mapping,
     exchange or dependency rule is wrong)."""
+
+
+# -- ipu_saved_model_cli (issue 13) ---------------------------------------------------------
+class SavedModelError(IPUError, ValueError):
+    """A SavedModel directory, tag set or signature key does not exist or cannot be read."""
+
+
+class SavedModelInputError(IPUError, ValueError):
+    """An input given to `ipu_saved_model_cli run` does not match the signature (key, dtype,
+    shape), or comes in a format that is refused (pickle)."""
+
+
+class OutputExistsError(IPUError, FileExistsError):
+    """An output file or directory exists and `--overwrite` was not given."""
+
+
+class ConversionConfigError(IPUError, ValueError):
+    """A `convert ipu` option or `--config_file` entry is malformed (JSON, type, range)."""
+
+
+class NodeMatchError(IPUError, ValueError):
+    """A regular expression of a conversion option matches no node of the graph."""

@@ -1,5 +1,4 @@
 """`ipu_compiler.compile`: compile a function into one IPU executable and run it."""
-import numpy as np
 import tensorflow as tf
 
 from ipu_keras import _executor
@@ -14,9 +13,10 @@ def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
             other values, which are treated as compile-time constants).
 
     Returns:
-        A list of numpy arrays: the flattened outputs of `computation`.
+        A list of `tf.Tensor`s: the flattened outputs of `computation` (empty if it
+        returns nothing), as the original's list of output tensors.
     """
     result = _executor.run(computation, tuple(inputs or ()), {})
     if result is None:
         return []
-    return [np.asarray(x) for x in tf.nest.flatten(result, expand_composites=True)]
+    return [tf.convert_to_tensor(x) for x in tf.nest.flatten(result, expand_composites=True)]

@@ -1,6 +1,13 @@
-"""`IPUInfeedQueue`: a dataset streamed to the device ahead of the steps that read it."""
+"""`IPUInfeedQueue`: a dataset streamed to the device ahead of the steps that read it.
+
+The SDK 2.1-2.3 constructor (`feed_name` second, `replication_factor`,
+`data_to_prefetch`) is accepted with a DeprecationWarning once per old argument.
+"""
+import inspect
+
 import tensorflow as tf
 
+from ipu_keras import compat
 from ipu_keras.errors import FeedError
 from ipu_keras.runtime import set_prefetch_depth
 
@@ -14,10 +21,14 @@ class IPUInfeedQueue:
 
     Args:
         dataset: The `tf.data.Dataset` to stream.
+        device_ordinal: Accepted for compatibility; there is one simulated device.
         prefetch_depth: How many elements the host thread fetches ahead of the device.
+        optimise_latency: Accepted for compatibility; no effect on the simulator.
     """
 
-    def __init__(self, dataset, prefetch_depth=None, **_):
+    def __init__(self, *args, **kwargs):
+        arguments = _SIGNATURE.bind((self,) + args, kwargs)
+        dataset, prefetch_depth = arguments["dataset"], arguments["prefetch_depth"]
         for spec in tf.nest.flatten(dataset.element_spec):
             if not spec.shape.is_fully_defined():
                 raise FeedError(
@@ -57,3 +68,23 @@ class IPUInfeedQueue:
     @property
     def deleter(self):
         return None
+
+
+def _current(self, dataset, device_ordinal=None, prefetch_depth=None, optimise_latency=False):
+    """The constructor's signature since SDK 2.4."""
+
+
+def _sdk21(self, dataset, feed_name=None, device_ordinal=0, replication_factor=1,
+           data_to_prefetch=1, prefetch_depth=None):
+    """The constructor's signature in SDK 2.1-2.3."""
+
+
+_RENAMED = {
+    "feed_name": "IPUInfeedQueue(dataset) without feed_name (names are generated)",
+    "replication_factor": "IPUInfeedQueue(dataset) (the replication factor comes from the model)",
+    "data_to_prefetch": "IPUInfeedQueue(dataset, prefetch_depth=...)",
+}
+_SIGNATURE = compat.LegacySignature(
+    "ipu.ipu_infeed_queue.IPUInfeedQueue", _current, _sdk21, _RENAMED,
+    lambda args, kwargs: len(args) > 2 and isinstance(args[2], str))
+IPUInfeedQueue.__init__.__signature__ = inspect.signature(_current)

@@ -1,11 +1,18 @@
-"""`IPUOutfeedQueue`: the device-to-host stream a compiled function enqueues to."""
+"""`IPUOutfeedQueue`: the device-to-host stream a compiled function enqueues to.
+
+`dequeue` returns `tf.Tensor`s, as the original does. The SDK 2.1-2.3 constructor
+(`feed_name` first, `outfeed_all_replicas`, `replication_factor`, `io_batch_size`) is
+accepted with a DeprecationWarning once per old argument.
+"""
 import enum
+import inspect
 import itertools
 import weakref
 
 import numpy as np
 import tensorflow as tf
 
+from ipu_keras import compat
 from ipu_keras.errors import FeedError
 from ipu_keras.tracer import set_outfeed_marker
 
@@ -30,10 +37,14 @@ class IPUOutfeedQueue:
 
     Args:
         outfeed_mode: `IPUOutfeedMode.ALL` (default) or `IPUOutfeedMode.LAST`.
+        device_ordinal: Accepted for compatibility; there is one simulated device.
         buffer_depth: Accepted for compatibility; the simulator's host buffer is unbounded.
+        optimise_latency: Accepted for compatibility; no effect on the simulator.
     """
 
-    def __init__(self, outfeed_mode=None, buffer_depth=1, **_):
+    def __init__(self, *args, **kwargs):
+        arguments = _SIGNATURE.bind((self,) + args, kwargs)
+        outfeed_mode, buffer_depth = arguments["outfeed_mode"], arguments["buffer_depth"]
         mode = outfeed_mode or IPUOutfeedMode.ALL
         if not isinstance(mode, IPUOutfeedMode):
             raise FeedError(
@@ -70,7 +81,7 @@ class IPUOutfeedQueue:
             self._elements.extend(elements)
 
     def dequeue(self):
-        """Everything enqueued since the last dequeue, as numpy arrays in the enqueued structure.
+        """Everything enqueued since the last dequeue, as `tf.Tensor`s in the enqueued structure.
 
         With mode ALL each leaf is stacked over the enqueues on a new leading axis; with
         LAST the leaves of the last enqueue are returned as they are.
@@ -82,9 +93,30 @@ class IPUOutfeedQueue:
             if not elements:
                 return tf.nest.pack_sequence_as(self._structure, [None] * len(
                     tf.nest.flatten(self._structure)))
-            flat = elements[-1]
+            flat = list(elements[-1])
         else:
             n = len(tf.nest.flatten(self._structure))
             flat = [np.stack([e[i] for e in elements]) if elements else np.zeros((0,))
                     for i in range(n)]
-        return tf.nest.pack_sequence_as(self._structure, flat)
+        return tf.nest.pack_sequence_as(self._structure, [tf.convert_to_tensor(x) for x in flat])
+
+
+def _current(self, outfeed_mode=None, device_ordinal=None, buffer_depth=1, optimise_latency=False):
+    """The constructor's signature since SDK 2.4."""
+
+
+def _sdk21(self, feed_name=None, outfeed_mode=None, outfeed_all_replicas=False, device_ordinal=0,
+           replication_factor=1, io_batch_size=1, buffer_depth=1):
+    """The constructor's signature in SDK 2.1-2.3."""
+
+
+_RENAMED = {
+    "feed_name": "IPUOutfeedQueue() without feed_name (names are generated)",
+    "outfeed_all_replicas": "IPUOutfeedQueue() (every replica is outfed)",
+    "replication_factor": "IPUOutfeedQueue() (the replication factor comes from the model)",
+    "io_batch_size": "IPUOutfeedQueue() (accumulate results on the device instead)",
+}
+_SIGNATURE = compat.LegacySignature(
+    "ipu.ipu_outfeed_queue.IPUOutfeedQueue", _current, _sdk21, _RENAMED,
+    lambda args, kwargs: len(args) > 1 and isinstance(args[1], str))
+IPUOutfeedQueue.__init__.__signature__ = inspect.signature(_current)

@@ -5,19 +5,20 @@ turns `Model(inputs, outputs)` into `Functional` only for `keras.Model` itself, 
 `Model.__init__` would otherwise rewrite the bases of the class it was called on, so
 `Model.__new__` here hands out our own `Functional` (an ipu_keras `Model` too). All
 three are registered as Keras serializables, so saved models load back as ipu_keras
-models.
+models. `LegacyModelArguments` (sdk21.py) takes SDK 2.1's constructor arguments.
 """
 import keras
 from keras.src.models.functional import Functional as KerasFunctional
 from keras.src.models.model import functional_init_arguments
 
+from ipu_keras.keras.sdk21 import LegacyModelArguments
 from ipu_keras.keras.trainer import IPUTrainerMixin
 
 _register = keras.saving.register_keras_serializable(package="ipu_keras")
 
 
 @_register
-class Model(IPUTrainerMixin, keras.Model):
+class Model(LegacyModelArguments, IPUTrainerMixin, keras.Model):
     """A Keras model that trains and runs on the simulated IPU.
 
     Build it like `keras.Model`: functionally with `Model(inputs, outputs)`, or by
@@ -38,5 +39,5 @@ class Functional(Model, KerasFunctional):
 
 
 @_register
-class Sequential(IPUTrainerMixin, keras.Sequential):
+class Sequential(LegacyModelArguments, IPUTrainerMixin, keras.Sequential):
     """A `keras.Sequential` that trains and runs on the simulated IPU."""

@@ -198,3 +198,13 @@ def lower(graph, tile_map, target):
         [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]
     return (lowering.blocks, lowering.constants, lowering.slots_of(graph.inputs),
             lowering.slots_of(graph.outputs), len(lowering.slots))
+
+
+def equation_cycles(graph, tile_map, target):
+    """[compute, exchange, sync, host_io] cycles of each top-level equation of `graph`.
+
+    The same cost rules as `lower`, one row per equation in order, for tools that split a
+    graph by cost (the pipeline-stage search of `ipu_saved_model_cli convert`).
+    """
+    lowering = _Lowering(tile_map, target)
+    return [lowering.cycles(eqn) for eqn in graph.equations]
