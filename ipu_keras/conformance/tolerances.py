@@ -110,6 +110,31 @@ FLOAT64_BOX_MULLER = _row("float64 normal samples", 1e-15, 0, """
     each, 1e-15 (9 u64) for the four.""")
 
 
+FLOAT32_FEW_OPS = _row("float32, a few ops", 16 * U32, 0, """
+    Two float32 computations of the same few elementwise ops or short sums (an outfeed of
+    w * x and its total, the same model trained again on the simulator from the same
+    start, a graph converted or placed differently): each side rounds each op once (at
+    most u32 = 6e-8 relative) in possibly a different order: 16 u32 = 9.5e-7 relative
+    covers a path of up to eight roundings on each side.""")
+
+PROPAGATED = _row("fuzzer: propagated error bound", 0, 0, """
+    The randomized differential test (tests/fuzz) carries for each value a bound `err` on
+    |computed - exact| that holds for any correct implementation: each rounding of a result
+    of magnitude <= M adds u * M (u32 or u16), a sum of n terms (n - 1) u M, a matmul of
+    depth K adds K u M, a transcendental a few ulps, an L-Lipschitz op multiplies the
+    incoming bound by L. Both sides are within err of the truth, so they agree within
+    atol = 2 * err of that value (rtol 0); `propagated(err)` gives the row for one value,
+    listed here with atol 0 because it is per value.""")
+
+
+def propagated(err):
+    """The PROPAGATED row for one value whose propagated error bound is `err`.
+
+    Not added to `ROWS` (one per fuzzed value); docs/tolerances.md lists `PROPAGATED`.
+    """
+    return Tolerance(f"{PROPAGATED.name} 2 * {err:.3g}", 0.0, 2.0 * err, PROPAGATED.reason)
+
+
 def float32_sum(name, terms, term_rms, reason=""):
     """A row for float32 sums of `terms` terms of root-mean-square size `term_rms`.
 
@@ -147,6 +172,24 @@ FLOAT32_CONV_144 = float32_sum("float32 convolution, 144 products", 144, 4 / 3, 
 FLOAT32_CONV_FILTER_576 = float32_sum("float32 conv filter gradient, 576 products", 576, 2.5, """
     Conv2DBackpropFilter of a 4x12x12 batch: each filter tap sums 576 products of inputs
     (rms 1.15) and upstream gradients weighted 1..3 (rms 2.2).""")
+FLOAT32_DENSE_GRAD_24 = float32_sum("float32 Dense gradients, 24 products", 24, 4, """
+    The kernel and bias gradients of a Dense layer (SerialDense against keras Dense) for a
+    3x8 batch of standard normal inputs and the loss sum(y * y): each sums 24 products of
+    an input (rms 1) and 2 * y (rms up to 4).""")
+_LN_ROUNDINGS = 40 * 4  # roundings on the forward and backward path x LayerNorm's cancellation
+FLOAT32_TRAIN_THROUGH_LAYERNORM = _row(
+    "float32 training through LayerNorm of small embeddings", FLOAT32.rtol,
+    8 * 0.1 * 3 * 2 * _LN_ROUNDINGS * U32, """
+    An addons model (Embedding, LayerNorm, SerialDense, GroupNorm, softmax) trained for 8
+    SGD steps at rate 0.1 on the simulator and in Keras. The embeddings start at
+    uniform(-0.05, 0.05) (std 0.03), and LayerNorm divides their gradient by that std:
+    embedding gradients reach G = 3 while the layers above see about 0.1. Each side's
+    gradient carries about 40 roundings on the forward and backward path, and LayerNorm's
+    input gradient (g - mean(g) - x * mean(g x)) cancels to about a quarter of its terms:
+    4 * 40 u32 of G per side. Over the steps, the embedding weights differ by at most
+    steps * rate * G * 2 sides * 160 u32 = 4.6e-5 absolute; FLOAT32's rtol on top. The
+    trained models' predictions (probabilities below 1) are compared with the same row: the
+    same gradient paths, run forward, carry the weights' differences.""")
 FLOAT32_PROD_60 = float32_product("float32 product of 60", 60, """
     reduce_prod over up to 3 * 4 * 5 positive values.""")
 
