@@ -57,6 +57,13 @@ class Tolerance:
         np.testing.assert_allclose(got, expected, rtol=self.rtol, atol=self.atol,
                                    err_msg=f"{err_msg} [tolerance: {self.name}]")
 
+    def assert_close_at_scale(self, got, expected, err_msg=""):
+        """As the conformance runner measures float16 rows: `|got - expected| <= atol +
+        rtol * max|expected|`, relative to the tensor's largest magnitude."""
+        scale = float(np.max(np.abs(expected))) if np.size(expected) else 0.0
+        np.testing.assert_allclose(got, expected, rtol=0.0, atol=self.atol + self.rtol * scale,
+                                   err_msg=f"{err_msg} [tolerance: {self.name}]")
+
 
 def _row(name, rtol, atol, reason):
     tolerance = Tolerance(name, float(rtol), float(atol), " ".join(reason.split()))
@@ -228,6 +235,33 @@ def float16_training(name, forward, backward, steps, learning_rate, reduction=1,
         + {reduction} u32 (float32 sums) + FLOAT32 = {rtol:.3g}; a zero gradient's rounding
         noise over {steps} steps at learning rate {learning_rate:g}: atol = steps * rate *
         {roundings} u16 = {atol:.2g}. {reason}""")
+
+
+def float16_inference(name, forward, reduction, reason=""):
+    """A row for a model run with float16 inside (a mixed_float16 policy or a SavedModel
+    converted with `--precision_mode FP16`) compared with the same model in float32.
+
+    As `float16_training` without the backward path and the steps: `forward` float16
+    roundings on the longest path (casts of the input and of each weight count), each at
+    most u16 of its tensor's largest magnitude; sums of up to `reduction` terms in float32.
+    """
+    rtol = forward * U16 + reduction * U32 + FLOAT32.rtol
+    return _row(name, rtol, 0, f"""
+        float16 inside against the same model in float32 (TensorFlow on the CPU, same
+        weights and inputs), relative to the output's largest magnitude: {forward} float16
+        roundings on the forward path, each at most u16 = 2**-11 of its tensor: rtol =
+        {forward} u16 + {reduction} u32 (float32 sums) + FLOAT32 = {rtol:.3g}. {reason}""")
+
+
+MIXED_FP16_CNN = float16_inference("mixed_float16 FP16-converted CNN", 12, 36, """
+    `convert ipu --precision_mode FP16` of Conv2D(relu) -> MaxPooling2D -> Dense(softmax):
+    casts of the image, the filter, the conv bias, the dense kernel and bias (5), the
+    convolution (18 taps) and its bias add, the matmul (36 terms) and its bias add (4),
+    softmax's exp and normalization (2), relu and pooling exact = 12.""")
+MIXED_FP16_GELU = float16_inference("mixed_float16 FP16-converted GELU MLP", 6, 7, """
+    `convert ipu --precision_mode FP16` of x @ w1 -> GELU -> @ w2 (also sharded over 2 IPUs):
+    casts of x, w1 and w2 (3), the two matmuls (5 and 7 terms) and the GELU function (a
+    1.13-Lipschitz op rounded once) = 6.""")
 
 
 _DENSE_PATH = """Dense -> Dense: forward cast, matmul, bias add, (relu exact), matmul, bias

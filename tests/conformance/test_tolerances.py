@@ -20,13 +20,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LITERAL = re.compile(r"\b(rtol|atol|rel|abs)\s*=\s*[-+]?(\d|\.\d)")
 # Not comparisons of results: the target's specification numbers (peak FLOP/s, clock).
 NOT_RESULTS = {"tests/simulator/test_targets.py"}
-# Merged while the table was being built; still to be moved onto rows (their FP16 checks
-# compare with TensorFlow's float16 kernels, which differ by instruction set).
-NOT_YET_ON_ROWS = {
-    "tests/addons_cli/test_convert.py", "tests/addons_cli/test_placement.py",
-    "tests/addons_cli/test_show_run.py", "tests/compat/test_scope_models.py",
-    "tests/compat/test_strategy_api.py", "tests/compat/test_deprecated_names.py",
-}
+# Not yet on rows. The ResNeXt listing (Graphcore's code, run unchanged) fixes DTYPE to
+# float16 and is compared with TensorFlow's float16 run, which differs by instruction set:
+# it needs a float32 twin built by the driver (tests/tf1/listing_driver.py) and a
+# float16_inference row counting the roundings of its path.
+NOT_YET_ON_ROWS = {"tests/tf1/test_seed_listings.py"}
 
 
 def test_committed_file_is_current():
