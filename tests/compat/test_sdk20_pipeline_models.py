@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import ipu_keras as ipu
+from tests.conftest import configured_ipus
 from ipu_keras.errors import PipelineStageAssignmentError
 
 from tests.keras.common import (
@@ -25,11 +26,7 @@ G, MICRO, LR = 4, 8, 0.05
 
 @pytest.fixture(autouse=True, scope="module")
 def two_ipus():
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+    yield from configured_ipus(2)
 
 
 @pytest.fixture(scope="module")
