@@ -112,6 +112,10 @@ class Item:
         reference_policy: The policy of the CPU twin the IPU run is compared with, when
             not `policy` itself: "float32" for mixed precision, whose float16 kernels on
             the CPU differ between instruction sets (see `tolerances`).
+        cpu_xla: Whether the CPU runs compile with XLA (`jit_compile=True`): for items
+            whose eager CPU kernels exist only on some processors (channels_first and
+            dilated transposed convolutions are oneDNN kernels of AVX-512 machines; XLA's
+            CPU convolution implements them on any x86-64).
     """
 
     name: str
@@ -128,3 +132,4 @@ class Item:
     tolerance: tolerances.Tolerance = tolerances.FLOAT32
     policy: str = None
     reference_policy: str = None
+    cpu_xla: bool = False

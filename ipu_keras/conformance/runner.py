@@ -63,8 +63,10 @@ def _build(item, model_class, steps_per_execution, policy):
     keras.utils.set_random_seed(SEED)
     inputs = keras.Input(item.input_shape, dtype=item.input_dtype, batch_size=None)
     model = model_class(inputs, item.build(inputs))
+    # The IPU side is always compiled for the simulator; only the CPU oracle may use XLA.
+    jit = item.cpu_xla and model_class is keras.Model
     model.compile(optimizer=item.optimizer(), loss=item.loss, metrics=item.metrics(),
-                  steps_per_execution=steps_per_execution)
+                  steps_per_execution=steps_per_execution, jit_compile=jit)
     return model
 
 

@@ -179,6 +179,13 @@ FLOAT32_CONV_144 = float32_sum("float32 convolution, 144 products", 144, 4 / 3, 
 FLOAT32_CONV_FILTER_576 = float32_sum("float32 conv filter gradient, 576 products", 576, 2.5, """
     Conv2DBackpropFilter of a 4x12x12 batch: each filter tap sums 576 products of inputs
     (rms 1.15) and upstream gradients weighted 1..3 (rms 2.2).""")
+FLOAT32_CONV_81 = float32_sum("float32 small convolutions, up to 81 products", 81, 2.5, """
+    The small convolutions of the op tests and their two gradients: each output sums at most
+    81 products (a 3x3x3 filter over 3 channels, a Conv3D filter gradient over 2x3x3x3
+    outputs) of uniform(-2, 2) values (rms 1.15) and upstream gradients weighted 1..3
+    (rms 2.2): products of rms at most 2.5. Above 16 terms the float32 row's atol no longer
+    covers the order: a filter-gradient tap of 24 products that cancels to 0.14 was 3.3e-6
+    off on an AVX2 machine.""")
 FLOAT32_DENSE_GRAD_24 = float32_sum("float32 Dense gradients, 24 products", 24, 4, """
     The kernel and bias gradients of a Dense layer (SerialDense against keras Dense) for a
     3x8 batch of standard normal inputs and the loss sum(y * y): each sums 24 products of

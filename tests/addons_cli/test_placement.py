@@ -50,6 +50,9 @@ def test_manual_sharding_over_two_ipus(mlp_dir, features_file, tmp_path, scope_l
     result = run.run_saved_model(out, "serve", "serving_default", {"features": x})
     matmul = next(n for n in recorded if n.endswith("logits_1/MatMul"))
     assert scope_log[matmul] == (1, None)  # made inside ipu_shard(1)
+    # ...and compiled onto two IPUs: each holds part of the program.
+    assert result.target["num_ipus"] == 2
+    assert all(used > 0 for used in result.memory["ipu_memory"]), result.memory["ipu_memory"]
     want = run.run_saved_model(mlp_dir, "serve", "serving_default", {"features": x})
     np.testing.assert_allclose(result.outputs["output_0"], want.outputs["output_0"],
                                **T.FLOAT32_FEW_OPS.kwargs)

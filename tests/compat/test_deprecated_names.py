@@ -79,6 +79,9 @@ USES = {
 ELSEWHERE = {  # tested in test_sdk21_accumulation.py (needs the accumulation work)
     "ipu.keras.Model(gradient_accumulation_count=)",
     "ipu.keras.Sequential(gradient_accumulation_count=)",
+    # tested in test_sdk20_pipeline_models.py
+    "ipu.keras.PipelineModel",
+    "ipu.keras.PipelineSequential",
 }
 
 

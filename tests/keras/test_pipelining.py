@@ -13,6 +13,7 @@ import pytest
 import keras
 
 import ipu_keras as ipu
+from tests.conftest import configured_ipus
 from ipu_keras import scopes
 from ipu_keras.errors import AccumulationStepsError, PipelineStageAssignmentError
 from ipu_keras.conformance import tolerances as T
@@ -27,11 +28,7 @@ G, MICRO = 4, 8
 
 @pytest.fixture(autouse=True, scope="module")
 def two_ipus():
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+    yield from configured_ipus(2)
 
 
 @pytest.fixture(scope="module")

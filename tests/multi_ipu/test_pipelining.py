@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
+from tests.conftest import configured_ipus
 from ipu_keras import _executor
 from ipu_keras import pipelining_ops as po
 from ipu_keras.errors import PipelineError
@@ -22,12 +23,7 @@ Y = RNG.integers(0, 4, 64).astype(np.int32)
 
 @pytest.fixture(autouse=True)
 def two_ipus():
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.ipu_model.tiles_per_ipu = 16
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+    yield from configured_ipus(2, tiles_per_ipu=16)
 
 
 def dataset():
