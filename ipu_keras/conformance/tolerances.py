@@ -270,6 +270,13 @@ MIXED_FP16_GELU = float16_inference("mixed_float16 FP16-converted GELU MLP", 6, 
     casts of x, w1 and w2 (3), the two matmuls (5 and 7 terms) and the GELU function (a
     1.13-Lipschitz op rounded once) = 6.""")
 
+MIXED_RESNEXT = float16_inference("mixed_float16 ResNeXt listing (TF1)", 19, 784, """
+    The TF1 seed listing's ResNeXt (DTYPE float16: input and weights are float16 on both
+    sides, so no cast rounds) against its float32 twin: the stem convolution (196 taps) and
+    its batch norm (2); per bottleneck block, the 1x1, group and 1x1 convolutions, their
+    three batch norms and the shortcut add (7, two blocks: 14); the spatial mean over 28 x
+    28 (784 terms summed in float32, one rounding); the fc matmul and bias add (2) = 19.""")
+
 
 _DENSE_PATH = """Dense -> Dense: forward cast, matmul, bias add, (relu exact), matmul, bias
     add = 5; backward the float16 upstream gradient, the matmul for the first layer's

@@ -20,11 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LITERAL = re.compile(r"\b(rtol|atol|rel|abs)\s*=\s*[-+]?(\d|\.\d)")
 # Not comparisons of results: the target's specification numbers (peak FLOP/s, clock).
 NOT_RESULTS = {"tests/simulator/test_targets.py"}
-# Not yet on rows. The ResNeXt listing (Graphcore's code, run unchanged) fixes DTYPE to
-# float16 and is compared with TensorFlow's float16 run, which differs by instruction set:
-# it needs a float32 twin built by the driver (tests/tf1/listing_driver.py) and a
-# float16_inference row counting the roundings of its path.
-NOT_YET_ON_ROWS = {"tests/tf1/test_seed_listings.py"}
+# Files not yet moved onto rows (none: every comparison names a row).
+NOT_YET_ON_ROWS = set()
 
 
 def test_committed_file_is_current():
