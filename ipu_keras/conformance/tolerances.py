@@ -57,6 +57,13 @@ class Tolerance:
         np.testing.assert_allclose(got, expected, rtol=self.rtol, atol=self.atol,
                                    err_msg=f"{err_msg} [tolerance: {self.name}]")
 
+    def assert_close_at_scale(self, got, expected, err_msg=""):
+        """As the conformance runner measures float16 rows: `|got - expected| <= atol +
+        rtol * max|expected|`, relative to the tensor's largest magnitude."""
+        scale = float(np.max(np.abs(expected))) if np.size(expected) else 0.0
+        np.testing.assert_allclose(got, expected, rtol=0.0, atol=self.atol + self.rtol * scale,
+                                   err_msg=f"{err_msg} [tolerance: {self.name}]")
+
 
 def _row(name, rtol, atol, reason):
     tolerance = Tolerance(name, float(rtol), float(atol), " ".join(reason.split()))
@@ -110,6 +117,31 @@ FLOAT64_BOX_MULLER = _row("float64 normal samples", 1e-15, 0, """
     each, 1e-15 (9 u64) for the four.""")
 
 
+FLOAT32_FEW_OPS = _row("float32, a few ops", 16 * U32, 0, """
+    Two float32 computations of the same few elementwise ops or short sums (an outfeed of
+    w * x and its total, the same model trained again on the simulator from the same
+    start, a graph converted or placed differently): each side rounds each op once (at
+    most u32 = 6e-8 relative) in possibly a different order: 16 u32 = 9.5e-7 relative
+    covers a path of up to eight roundings on each side.""")
+
+PROPAGATED = _row("fuzzer: propagated error bound", 0, 0, """
+    The randomized differential test (tests/fuzz) carries for each value a bound `err` on
+    |computed - exact| that holds for any correct implementation: each rounding of a result
+    of magnitude <= M adds u * M (u32 or u16), a sum of n terms (n - 1) u M, a matmul of
+    depth K adds K u M, a transcendental a few ulps, an L-Lipschitz op multiplies the
+    incoming bound by L. Both sides are within err of the truth, so they agree within
+    atol = 2 * err of that value (rtol 0); `propagated(err)` gives the row for one value,
+    listed here with atol 0 because it is per value.""")
+
+
+def propagated(err):
+    """The PROPAGATED row for one value whose propagated error bound is `err`.
+
+    Not added to `ROWS` (one per fuzzed value); docs/tolerances.md lists `PROPAGATED`.
+    """
+    return Tolerance(f"{PROPAGATED.name} 2 * {err:.3g}", 0.0, 2.0 * err, PROPAGATED.reason)
+
+
 def float32_sum(name, terms, term_rms, reason=""):
     """A row for float32 sums of `terms` terms of root-mean-square size `term_rms`.
 
@@ -154,6 +186,24 @@ FLOAT32_CONV_81 = float32_sum("float32 small convolutions, up to 81 products", 8
     (rms 2.2): products of rms at most 2.5. Above 16 terms the float32 row's atol no longer
     covers the order: a filter-gradient tap of 24 products that cancels to 0.14 was 3.3e-6
     off on an AVX2 machine.""")
+FLOAT32_DENSE_GRAD_24 = float32_sum("float32 Dense gradients, 24 products", 24, 4, """
+    The kernel and bias gradients of a Dense layer (SerialDense against keras Dense) for a
+    3x8 batch of standard normal inputs and the loss sum(y * y): each sums 24 products of
+    an input (rms 1) and 2 * y (rms up to 4).""")
+_LN_ROUNDINGS = 40 * 4  # roundings on the forward and backward path x LayerNorm's cancellation
+FLOAT32_TRAIN_THROUGH_LAYERNORM = _row(
+    "float32 training through LayerNorm of small embeddings", FLOAT32.rtol,
+    8 * 0.1 * 3 * 2 * _LN_ROUNDINGS * U32, """
+    An addons model (Embedding, LayerNorm, SerialDense, GroupNorm, softmax) trained for 8
+    SGD steps at rate 0.1 on the simulator and in Keras. The embeddings start at
+    uniform(-0.05, 0.05) (std 0.03), and LayerNorm divides their gradient by that std:
+    embedding gradients reach G = 3 while the layers above see about 0.1. Each side's
+    gradient carries about 40 roundings on the forward and backward path, and LayerNorm's
+    input gradient (g - mean(g) - x * mean(g x)) cancels to about a quarter of its terms:
+    4 * 40 u32 of G per side. Over the steps, the embedding weights differ by at most
+    steps * rate * G * 2 sides * 160 u32 = 4.6e-5 absolute; FLOAT32's rtol on top. The
+    trained models' predictions (probabilities below 1) are compared with the same row: the
+    same gradient paths, run forward, carry the weights' differences.""")
 FLOAT32_PROD_60 = float32_product("float32 product of 60", 60, """
     reduce_prod over up to 3 * 4 * 5 positive values.""")
 
@@ -192,6 +242,40 @@ def float16_training(name, forward, backward, steps, learning_rate, reduction=1,
         + {reduction} u32 (float32 sums) + FLOAT32 = {rtol:.3g}; a zero gradient's rounding
         noise over {steps} steps at learning rate {learning_rate:g}: atol = steps * rate *
         {roundings} u16 = {atol:.2g}. {reason}""")
+
+
+def float16_inference(name, forward, reduction, reason=""):
+    """A row for a model run with float16 inside (a mixed_float16 policy or a SavedModel
+    converted with `--precision_mode FP16`) compared with the same model in float32.
+
+    As `float16_training` without the backward path and the steps: `forward` float16
+    roundings on the longest path (casts of the input and of each weight count), each at
+    most u16 of its tensor's largest magnitude; sums of up to `reduction` terms in float32.
+    """
+    rtol = forward * U16 + reduction * U32 + FLOAT32.rtol
+    return _row(name, rtol, 0, f"""
+        float16 inside against the same model in float32 (TensorFlow on the CPU, same
+        weights and inputs), relative to the output's largest magnitude: {forward} float16
+        roundings on the forward path, each at most u16 = 2**-11 of its tensor: rtol =
+        {forward} u16 + {reduction} u32 (float32 sums) + FLOAT32 = {rtol:.3g}. {reason}""")
+
+
+MIXED_FP16_CNN = float16_inference("mixed_float16 FP16-converted CNN", 12, 36, """
+    `convert ipu --precision_mode FP16` of Conv2D(relu) -> MaxPooling2D -> Dense(softmax):
+    casts of the image, the filter, the conv bias, the dense kernel and bias (5), the
+    convolution (18 taps) and its bias add, the matmul (36 terms) and its bias add (4),
+    softmax's exp and normalization (2), relu and pooling exact = 12.""")
+MIXED_FP16_GELU = float16_inference("mixed_float16 FP16-converted GELU MLP", 6, 7, """
+    `convert ipu --precision_mode FP16` of x @ w1 -> GELU -> @ w2 (also sharded over 2 IPUs):
+    casts of x, w1 and w2 (3), the two matmuls (5 and 7 terms) and the GELU function (a
+    1.13-Lipschitz op rounded once) = 6.""")
+
+MIXED_RESNEXT = float16_inference("mixed_float16 ResNeXt listing (TF1)", 19, 784, """
+    The TF1 seed listing's ResNeXt (DTYPE float16: input and weights are float16 on both
+    sides, so no cast rounds) against its float32 twin: the stem convolution (196 taps) and
+    its batch norm (2); per bottleneck block, the 1x1, group and 1x1 convolutions, their
+    three batch norms and the shortcut add (7, two blocks: 14); the spatial mean over 28 x
+    28 (784 terms summed in float32, one rounding); the fc matmul and bias add (2) = 19.""")
 
 
 _DENSE_PATH = """Dense -> Dense: forward cast, matmul, bias add, (relu exact), matmul, bias

@@ -20,13 +20,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 LITERAL = re.compile(r"\b(rtol|atol|rel|abs)\s*=\s*[-+]?(\d|\.\d)")
 # Not comparisons of results: the target's specification numbers (peak FLOP/s, clock).
 NOT_RESULTS = {"tests/simulator/test_targets.py"}
-# Merged while the table was being built; still to be moved onto rows (their FP16 checks
-# compare with TensorFlow's float16 kernels, which differ by instruction set).
-NOT_YET_ON_ROWS = {
-    "tests/addons_cli/test_convert.py", "tests/addons_cli/test_placement.py",
-    "tests/addons_cli/test_show_run.py", "tests/compat/test_scope_models.py",
-    "tests/compat/test_strategy_api.py", "tests/compat/test_deprecated_names.py",
-}
+# Files not yet moved onto rows (none: every comparison names a row).
+NOT_YET_ON_ROWS = set()
 
 
 def test_committed_file_is_current():
