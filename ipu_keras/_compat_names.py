@@ -48,7 +48,6 @@ _KERAS_IPU = (  # name, since, until
     ("SequentialNestedModelPipelineStageAssignment", "2.6", None),
     ("ReplicatedMetricReductionMethod", "2.6", None),
 )
-_OLD_KERAS = (("PipelineModel", "2.0", "2.2"), ("PipelineSequential", "2.0", "2.2"))
 _MODEL_METHODS = (  # name, since
     ("set_gradient_accumulation_options", "2.2"),
     ("set_pipelining_options", "2.2"),
@@ -79,8 +78,6 @@ for _name, _since, _until in _KERAS_IPU:
     else:
         declare(f"keras.ipu.{_name}", PENDING, f"to come as `ipu_keras.keras.{_name}`", _since,
                 _until)
-for _name, _since, _until in _OLD_KERAS:
-    declare(f"ipu.keras.{_name}", PENDING, "to come with pipelining", _since, _until)
 for _name, _since in _MODEL_METHODS:
     if hasattr(IPUTrainerMixin, _name):
         declare(f"model.{_name}", SUPPORTED, "a method of the IPU trainer mixin", _since)

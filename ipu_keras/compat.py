@@ -29,6 +29,7 @@ DECLARING_MODULES = (
     "ipu_keras.utils",
     "ipu_keras.keras.layers",
     "ipu_keras.keras.sdk21",
+    "ipu_keras.keras.sdk20_pipeline",
 )
 
 SUPPORTED = "supported"

@@ -2,8 +2,8 @@
 
 `GradientAccumulationReductionMethod` is Graphcore's enum (SUM, MEAN, RUNNING_MEAN).
 `Accumulator` owns what one window needs on the device: an accumulation buffer per
-trained variable, a micro-batch counter and the window's total weight, all `tf.Variable`s, so the tracer makes
-them device variables of the executable. Each micro-batch adds its gradients to the
+trained variable, a micro-batch counter and the window's total weight, all
+`tf.Variable`s, so the tracer makes them device variables of the executable. Each micro-batch adds its gradients to the
 buffers; a conditional in the program (`tf.cond`, an IR `if`) runs the wrapped
 optimizer's update once per window and empties the buffers. The update therefore runs
 once per weight update, and so do the wrapped optimizer's `iterations` and learning-rate

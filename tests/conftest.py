@@ -18,3 +18,16 @@ def interrupt_on_call(monkeypatch, cls, name, call):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(cls, name, patched)
+
+
+def configured_ipus(num_ipus, tiles_per_ipu=0):
+    """A generator for fixtures: configures a device of `num_ipus` IPUs (of `tiles_per_ipu`
+    tiles, 0 for the target's own count), yields, and resets the configuration."""
+    from ipu_keras import config  # imported here: this module must not import TensorFlow
+
+    cfg = config.IPUConfig()
+    cfg.auto_select_ipus = num_ipus
+    cfg.ipu_model.tiles_per_ipu = tiles_per_ipu
+    cfg.configure_ipu_system()
+    yield
+    config.reset_ipu_configuration()

@@ -1,7 +1,8 @@
 """`python -m ipu_keras.conformance [-j WORKERS] [NAME_FILTER]`: the conformance table.
 
 Runs every catalogue item whose name contains NAME_FILTER (case-insensitive), in
-WORKERS processes (default 1), and prints one line per item and a summary.
+WORKERS processes (default 1), and prints one line per item (its section, name, status,
+margin: the largest difference over its tolerance, and what differed) and a summary.
 """
 import argparse
 import os
@@ -22,8 +23,9 @@ def main(argv):
     results = []
     for _, result in run_items(items, args.workers):
         results.append(result)
-        print(f"{result.group:24s} {result.name:52s} {result.status:12s} {result.detail}",
-              flush=True)
+        margin = "" if result.margin is None else f"{result.margin:6.3f}"
+        print(f"{result.group:24s} {result.name:52s} {result.status:10s} {margin:6s} "
+              f"{result.detail}", flush=True)
     matching = sum(r.status == "ok" for r in results)
     print(f"{matching}/{len(results)} catalogue items match TensorFlow")
     return 0

@@ -30,7 +30,7 @@ def convolution():
               "Conv1D (causal, dilation 2)"),
         _conv(IMG, lambda: L.Conv2D(3, (3, 2), strides=(2, 1)), "Conv2D (strides 2x1)"),
         _conv((4, 6, 6), lambda: L.Conv2D(3, 3, data_format="channels_first"),
-              "Conv2D (channels_first)"),
+              "Conv2D (channels_first)", cpu_xla=True),
     ]
     for dims, shape, conv in ((1, SEQ, L.Conv1DTranspose), (2, IMG, L.Conv2DTranspose),
                               (3, VOL, L.Conv3DTranspose)):
@@ -42,11 +42,11 @@ def convolution():
         ]
     items += [
         _conv(SEQ, lambda: L.Conv1DTranspose(3, 2, dilation_rate=2),
-              "Conv1DTranspose (dilation 2)"),
+              "Conv1DTranspose (dilation 2)", cpu_xla=True),
         _conv(IMG, lambda: L.Conv2DTranspose(3, 3, strides=2, output_padding=1),
               "Conv2DTranspose (output_padding)"),
         _conv(IMG, lambda: L.Conv2DTranspose(3, 2, dilation_rate=2, padding="same"),
-              "Conv2DTranspose (dilation 2, same)"),
+              "Conv2DTranspose (dilation 2, same)", cpu_xla=True),
         _conv(SEQ, lambda: L.DepthwiseConv1D(3), "DepthwiseConv1D"),
         _conv(SEQ, lambda: L.DepthwiseConv1D(3, strides=2, padding="same", depth_multiplier=2),
               "DepthwiseConv1D (strides 2, same, multiplier 2)"),

@@ -1,8 +1,10 @@
-"""`docs/supported_ops.md`, generated from the op registry: every TensorFlow op type the
-tracer imports, the op family that imports it and the IR ops its importer emits.
+"""The generated docs: `docs/supported_ops.md` from the op registry (every TensorFlow op type
+the tracer imports, the op family that imports it and the IR ops its importer emits) and
+`docs/tolerances.md` from `tolerances.ROWS`.
 
-`python -m ipu_keras.conformance.docs` rewrites the file; `render_supported_ops()`
-returns its text (tests/conformance/test_docs.py checks the file is current). Needs
+`python -m ipu_keras.conformance.docs [DIRECTORY]` rewrites both; `render_supported_ops()`
+returns the first's text (tests/conformance/test_docs.py and test_tolerances.py check the
+files are current). Needs
 no TensorFlow: the IR ops an importer emits are read from its bytecode, i.e. the
 first argument of each `b.emit(...)` call (a constant, a closure variable or a
 parameter default), `b.const(...)` as `const`, an op looked up in a module-level
@@ -15,9 +17,12 @@ import inspect
 import pathlib
 import sys
 
+from ipu_keras.conformance import tolerances
 from ipu_keras.ops import registry
 
-DOCS_PATH = pathlib.Path(__file__).resolve().parents[2] / "docs" / "supported_ops.md"
+DOCS_DIR = pathlib.Path(__file__).resolve().parents[2] / "docs"
+DOCS_PATH = DOCS_DIR / "supported_ops.md"
+TOLERANCES_PATH = DOCS_DIR / "tolerances.md"
 _LOADS = ("LOAD_CONST", "LOAD_DEREF", "LOAD_FAST", "LOAD_CLOSURE")
 
 
@@ -126,10 +131,11 @@ def render_supported_ops():
 
 
 def main(argv):
-    path = pathlib.Path(argv[0]) if argv else DOCS_PATH
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_supported_ops(), encoding="utf-8")
-    print(f"Wrote {path}")
+    directory = pathlib.Path(argv[0]) if argv else DOCS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    for path, render in ((DOCS_PATH, render_supported_ops), (TOLERANCES_PATH, tolerances.render)):
+        (directory / path.name).write_text(render(), encoding="utf-8")
+        print(f"Wrote {directory / path.name}")
     return 0
 
 

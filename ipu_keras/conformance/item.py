@@ -2,13 +2,16 @@
 
 Every item trains the same functional model for a few steps on the simulated IPU and
 with Keras on TensorFlow's CPU, from the same initial weights and seed state, and
-must give the same losses, metrics, predictions and final weights. The data helpers
-make the small datasets items train on; `on` makes the common regression item.
+must give the same losses, metrics, predictions and final weights. Mixed-precision
+items are compared with the same model in float32 instead (see `tolerances`). The data
+helpers make the small datasets items train on; `on` makes the common regression item.
 """
 import dataclasses
 
 import keras
 import numpy as np
+
+from ipu_keras.conformance import tolerances
 
 
 def regression_data(input_shape, output_shape, samples=32, seed=0):
@@ -103,9 +106,16 @@ class Item:
             `steps_per_execution` steps, the last one partial).
         partial_batch: Whether the last step gets half a batch (its own program on the
             IPU: a second compile, so only a few items ask for it).
-        rtol: Relative tolerance of the comparison (1e-5 unless justified).
-        atol: Absolute tolerance.
+        tolerance: The row of `tolerances` the comparison uses (FLOAT32 unless the
+            item's arithmetic calls for another).
         policy: A Keras mixed-precision policy name to run under, or None.
+        reference_policy: The policy of the CPU twin the IPU run is compared with, when
+            not `policy` itself: "float32" for mixed precision, whose float16 kernels on
+            the CPU differ between instruction sets (see `tolerances`).
+        cpu_xla: Whether the CPU runs compile with XLA (`jit_compile=True`): for items
+            whose eager CPU kernels exist only on some processors (channels_first and
+            dilated transposed convolutions are oneDNN kernels of AVX-512 machines; XLA's
+            CPU convolution implements them on any x86-64).
     """
 
     name: str
@@ -119,6 +129,7 @@ class Item:
     metrics: object = lambda: []
     steps: int = 3
     partial_batch: bool = False
-    rtol: float = 1e-5
-    atol: float = 1e-6
+    tolerance: tolerances.Tolerance = tolerances.FLOAT32
     policy: str = None
+    reference_policy: str = None
+    cpu_xla: bool = False

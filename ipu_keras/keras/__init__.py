@@ -1,13 +1,15 @@
 """Keras models on the simulated IPU: `Model`, `Sequential`, the trainer mixin, layers and
-the pipelining API (`PipelineStage`, stage assignment records)."""
+the pipelining API (`PipelineStage`, stage assignment records) and SDK 2.0-2.1's
+`PipelineSequential` and `PipelineModel`."""
 from ipu_keras.keras import layers
 from ipu_keras.keras.models import Functional, Model, Sequential
 from ipu_keras.keras.pipeline_stage import (
     FunctionalLayerPipelineStageAssignment, ModelLayerPipelineStageAssignment, PipelineStage,
     SequentialLayerPipelineStageAssignment,
 )
+from ipu_keras.keras.sdk20_pipeline import PipelineModel, PipelineSequential
 from ipu_keras.keras.trainer import IPUTrainerMixin
 
 __all__ = ["Functional", "FunctionalLayerPipelineStageAssignment", "IPUTrainerMixin", "Model",
-           "ModelLayerPipelineStageAssignment", "PipelineStage",
-           "SequentialLayerPipelineStageAssignment", "Sequential", "layers"]
+           "ModelLayerPipelineStageAssignment", "PipelineModel", "PipelineSequential",
+           "PipelineStage", "SequentialLayerPipelineStageAssignment", "Sequential", "layers"]

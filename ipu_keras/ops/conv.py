@@ -188,15 +188,15 @@ def _conv(x, w, *, strides, dilations, padding):
 
 def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):
     work, input_shape = _work(w.dtype), tuple(input_shape)
-    kernel, cg = w.shape[:-2], w.shape[-2]
-    groups = input_shape[-1] // cg
-    wg = _grouped_filter(w.astype(work), groups).transpose(0, 2, 1)
-    dcols = np.matmul(_grouped_grads(dy.astype(work, copy=False), groups), wg)
-    dcols = dcols.reshape(groups, -1, math.prod(kernel), cg).transpose(1, 2, 0, 3)
-    dcols = dcols.reshape(dy.shape[:-1] + (math.prod(kernel), input_shape[-1]))
-    # Offset-major (K, N, *out, C) copy: each offset's piece is contiguous, so the adds
-    # below run over long contiguous rows (same values, same order of additions).
-    dcols = np.moveaxis(dcols, -2, 0).copy()
+    kernel, (cg, o) = w.shape[:-2], w.shape[-2:]
+    groups, k = input_shape[-1] // cg, math.prod(kernel)
+    # One batched matmul straight into offset-major (K, groups, M, Cg) columns: each
+    # offset's piece comes out contiguous (for one group) for the adds of the scatter.
+    wk = w.astype(work, copy=False).reshape(k, cg, groups, o // groups).transpose(0, 2, 3, 1)
+    dcols = np.matmul(_grouped_grads(dy.astype(work, copy=False), groups), wk)
+    if groups > 1:
+        dcols = dcols.transpose(0, 2, 1, 3)
+    dcols = dcols.reshape((k,) + dy.shape[:-1] + (input_shape[-1],))
     dx = scatter_windows(lambda i: dcols[i], input_shape, kernel, strides, dilations,
                          padding, work)
     return dx.astype(w.dtype, copy=False)

@@ -213,12 +213,13 @@ def _erf(x):
 
 def _erfc(x):
     z = np.asarray(x, dtype=np.float64)
-    a = np.abs(z)
-    small = a < 0.5
-    out = np.empty_like(a)
-    out[small] = 1 - _erf(z[small])
-    tail = _erfc_tail(a[~small])
-    out[~small] = np.where(z[~small] > 0, tail, 2 - tail)
+    small = np.abs(z) < 0.5
+    out = np.empty_like(z)
+    s = z[small]  # 1 - erf(s), with erf(s) = s * series(s * s) as in `_erf`
+    out[small] = 1 - s * _horner(_ERF_SERIES, s * s)
+    big = z[~small]
+    tail = _erfc_tail(np.abs(big))
+    out[~small] = np.where(big > 0, tail, 2 - tail)
     return out
 
 

@@ -14,6 +14,7 @@ import tensorflow as tf
 import ipu_keras as ipu
 from ipu_keras.errors import GradientAccumulationError
 from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod as Method
+from ipu_keras.conformance import tolerances as T
 
 M, BATCH, STEPS = 4, 8, 8
 
@@ -69,7 +70,7 @@ def _train_on_cpu(optimizer, batch):
 
 def _assert_weights_equal(got, expected):
     for a, b in zip(got.get_weights(), expected.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(a, b, **T.FLOAT32.kwargs)
 
 
 def test_reduction_method_parse():

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_keras_addons.keras import layers as ipu_layers
+from ipu_keras.conformance import tolerances
 
 T, B, C, L = 12, 3, 5, 4
 
@@ -32,9 +33,9 @@ def test_ctc_loss_is_the_batch_mean_of_tf_ctc_loss(batch, blank_index, from_logi
                                              logits_time_major=True,
                                              blank_index=blank_index))
     assert got.shape == (1,)
-    np.testing.assert_allclose(got.numpy()[0], want.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(got.numpy()[0], want.numpy(), **tolerances.FLOAT32.kwargs)
     np.testing.assert_allclose(tape.gradient(got, x).numpy(), tape.gradient(want, x).numpy(),
-                               rtol=1e-4, atol=1e-6)
+                               **tolerances.FLOAT32.kwargs)
 
 
 def _peaked(paths, blank_index):

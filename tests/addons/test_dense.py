@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
+from ipu_keras.conformance import tolerances as T
 
 # (input shape, units, factor, dimension): the original's dense_test cases, plus batched.
 CASES = [
@@ -39,7 +40,7 @@ def test_serial_dense_equals_dense(shape, units, factor, dimension):
     serial.set_weights([w + 0.1 for w in dense.get_weights()])
     dense.set_weights(serial.get_weights())
     for got, want in zip(_outputs_and_grads(serial, x), _outputs_and_grads(dense, x)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        T.FLOAT32_DENSE_GRAD_24.assert_close(got, want)
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError, AddonsUnsupportedArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
+from ipu_keras.conformance import tolerances as T
 
 X = np.ones((4, 6, 8), np.float32)
 
@@ -64,7 +65,7 @@ def test_embedding_equals_a_gather_with_its_gradient(factor):
     want = np.zeros_like(table)
     np.add.at(want, ids, np.arange(4, dtype=np.float32))
     np.testing.assert_allclose(tf.convert_to_tensor(tape.gradient(loss, layer.embeddings)),
-                               want, rtol=1e-6)
+                               want, **T.EXACT.kwargs)
 
 
 @pytest.mark.parametrize("kwargs, error", [

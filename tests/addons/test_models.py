@@ -6,6 +6,7 @@ import keras
 
 import ipu_keras as ipu
 from ipu_keras_addons.keras import layers as ipu_layers
+from ipu_keras.conformance import tolerances as T
 
 pytestmark = pytest.mark.slow
 
@@ -43,15 +44,15 @@ def _data():
     return x, (x[:, 0] % 3).astype(np.int32)
 
 
-def train_both(on_ipu, on_cpu, x, y, batch_size, atol=1e-5):
+def train_both(on_ipu, on_cpu, x, y, batch_size, tolerance=T.FLOAT32):
     """Fits both models from the same weights for 2 epochs; asserts equal losses and
-    weights."""
+    weights within the row `tolerance`."""
     on_cpu.set_weights(on_ipu.get_weights())
     got = on_ipu.fit(x, y, batch_size=batch_size, epochs=2, verbose=0).history
     want = on_cpu.fit(x, y, batch_size=batch_size, epochs=2, verbose=0).history
-    np.testing.assert_allclose(got["loss"], want["loss"], rtol=1e-5)
+    np.testing.assert_allclose(got["loss"], want["loss"], **T.FLOAT32.kwargs)
     for g, w in zip(on_ipu.get_weights(), on_cpu.get_weights()):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol)
+        tolerance.assert_close(g, w)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,8 @@ def trained():
     on_ipu = _build(ipu.Model)
     on_cpu = _build(keras.Model)
     # Embedding gradients summed through LayerNorm: float32 summation order shows.
-    train_both(on_ipu, on_cpu, *_data(), batch_size=8, atol=5e-5)
+    train_both(on_ipu, on_cpu, *_data(), batch_size=8,
+               tolerance=T.FLOAT32_TRAIN_THROUGH_LAYERNORM)
     return on_ipu, on_cpu
 
 
@@ -68,8 +70,8 @@ def test_trained_model_predicts_like_keras(trained):
     on_ipu, on_cpu = trained
     x, _ = _data()
     np.testing.assert_allclose(on_ipu.predict(x, batch_size=8, verbose=0),
-                               on_cpu.predict(x, batch_size=8, verbose=0), rtol=1e-4,
-                               atol=1e-5)
+                               on_cpu.predict(x, batch_size=8, verbose=0),
+                               **T.FLOAT32_TRAIN_THROUGH_LAYERNORM.kwargs)
 
 
 def test_save_and_load(trained, tmp_path):
@@ -81,7 +83,7 @@ def test_save_and_load(trained, tmp_path):
     assert [type(layer) for layer in loaded.layers] == [type(layer) for layer in model.layers]
     x, y = _data()
     np.testing.assert_allclose(loaded.predict(x, batch_size=8, verbose=0),
-                               model.predict(x, batch_size=8, verbose=0), rtol=1e-5, atol=1e-6)
+                               model.predict(x, batch_size=8, verbose=0), **T.FLOAT32.kwargs)
     loaded.fit(x, y, batch_size=8, verbose=0)
 
 
@@ -108,8 +110,7 @@ def test_popnn_rnn_model_trains_like_keras_rnn(tmp_path):
     on_ipu.save(path)
     loaded = keras.models.load_model(path)
     np.testing.assert_allclose(loaded.predict(x, batch_size=4, verbose=0),
-                               on_ipu.predict(x, batch_size=4, verbose=0), rtol=1e-5,
-                               atol=1e-6)
+                               on_ipu.predict(x, batch_size=4, verbose=0), **T.FLOAT32.kwargs)
 
 
 def _ctc_model(cls, batch=4, steps=8, classes=5):

@@ -6,6 +6,7 @@ import keras
 
 import ipu_keras as ipu
 from ipu_keras_addons.keras import optimizers as ipu_optimizers
+from ipu_keras.conformance import tolerances as T
 
 pytestmark = pytest.mark.slow
 
@@ -53,10 +54,10 @@ def trained(data):
 def test_device_training_equals_keras(trained, opt):
     on_ipu, on_cpu = trained[opt]
     for got, want in zip(on_ipu.get_weights(), on_cpu.get_weights()):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want, **T.FLOAT32.kwargs)
     for got, want in zip(on_ipu.optimizer.variables, on_cpu.optimizer.variables):
         assert got.dtype == want.dtype
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-3, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), **T.FLOAT32.kwargs)
 
 
 def test_float16_slots_take_half_the_bytes_on_the_device(trained):

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError, AddonsUnsupportedArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
+from ipu_keras.conformance import tolerances
 
 B, T, F, U = 3, 5, 4, 6
 
@@ -54,14 +55,14 @@ def test_equals_keras_with_the_same_weights(x, kind, kwargs, training):
         assert ours.biases.shape == ((2, 3 * U) if kwargs.get("reset_after", True)
                                      else (3 * U,))
     for got, want in zip(_run(ours, x, training), _run(theirs, x, training)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, want, **tolerances.FLOAT32.kwargs)
 
 
 def test_time_major(x):
     ours, theirs = _pair("lstm", return_sequences=True, time_major=True)
     got = np.asarray(ours(np.transpose(x, [1, 0, 2])))
     np.testing.assert_allclose(np.transpose(got, [1, 0, 2]), np.asarray(theirs(x)),
-                               rtol=1e-5, atol=1e-5)
+                               **tolerances.FLOAT32.kwargs)
 
 
 def test_initial_state_and_unit_forget_bias(x):
@@ -71,7 +72,7 @@ def test_initial_state_and_unit_forget_bias(x):
     got = ours(x, initial_state=[h0, c0])
     want = theirs(x, initial_state=[h0, c0])
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), **tolerances.FLOAT32.kwargs)
     fresh = ipu_layers.PopnnLSTM(U)
     fresh.build((B, T, F))
     np.testing.assert_array_equal(np.asarray(fresh.biases), [0] * U + [1] * U + [0] * 2 * U)
@@ -122,9 +123,9 @@ def test_stateful_carries_the_state(x):
     ours, theirs = _pair("lstm", return_state=True)
     ours.set_weights(layer.get_weights()[:3])
     _, h, c = ours(x)
-    np.testing.assert_allclose(first, np.asarray(h), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(first, np.asarray(h), **tolerances.FLOAT32.kwargs)
     np.testing.assert_allclose(second, np.asarray(ours(x, initial_state=[h, c])[0]),
-                               rtol=1e-5, atol=1e-6)
+                               **tolerances.FLOAT32.kwargs)
 
 
 @pytest.mark.parametrize("cls", [ipu_layers.PopnnLSTM, ipu_layers.PopnnGRU])

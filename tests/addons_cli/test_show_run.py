@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from tensorflow.python.tools import saved_model_cli as tf_cli
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras_addons.saved_model_tool import cli, inputs, run, runner
 
 
@@ -53,7 +54,7 @@ def test_run_matches_tensorflow_saved_model_cli(request, capsys, tmp_path, fixtu
                     str(tmp_path / "ipu"), "--num_ipus", "2")
     for name, array in want.items():
         got = np.load(tmp_path / "ipu" / f"{name}.npy")
-        np.testing.assert_allclose(got, array, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, array, **T.FLOAT32.kwargs)
         assert f"Result for output key {name}:" in printed
     assert "Simulated device: ipu2, 2 IPU(s)" in printed
     assert "Device time:" in printed and "compute" in printed and "exchange" in printed
@@ -68,8 +69,8 @@ def test_run_input_exprs_and_npz_variable(tmp_path, mlp_dir):
     feeds = inputs.parse_inputs("", "features=np.arange(12).reshape(2, 6) / 10")
     result = run.run_saved_model(mlp_dir, "serve", "serving_default", feeds)
     want = _tf_run(mlp_dir, {"features": x}, tmp_path / "tf")
-    np.testing.assert_allclose(result.outputs["output_0"], want["output_0"], rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(result.outputs["output_0"], want["output_0"],
+                               **T.FLOAT32.kwargs)
     assert result.executions == 1 and sum(result.cycles.values()) > 0
 
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import ipu_keras as ipu
 from ipu_keras import compat
+from ipu_keras.conformance import tolerances as T
 
 DOC = pathlib.Path(__file__).parents[2] / "docs" / "compatibility.md"
 
@@ -78,6 +79,9 @@ USES = {
 ELSEWHERE = {  # tested in test_sdk21_accumulation.py (needs the accumulation work)
     "ipu.keras.Model(gradient_accumulation_count=)",
     "ipu.keras.Sequential(gradient_accumulation_count=)",
+    # tested in test_sdk20_pipeline_models.py
+    "ipu.keras.PipelineModel",
+    "ipu.keras.PipelineSequential",
 }
 
 
@@ -141,7 +145,7 @@ def test_sdk21_script_with_create_ipu_config(fresh_warnings):
                       keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       run_eagerly=True)
     expected = reference.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
-    np.testing.assert_allclose(history.history["loss"], expected.history["loss"], rtol=1e-5)
+    T.FLOAT32.assert_close(history.history["loss"], expected.history["loss"])
 
 
 def test_old_options_functions_reject_an_ipuconfig():

@@ -8,6 +8,7 @@ import pytest
 import ipu_keras as ipu
 from ipu_keras.keras import IPUTrainerMixin
 from ipu_keras.keras import extension
+from ipu_keras.conformance import tolerances as T
 
 N, BATCH, STEPS_PER_EXECUTION = 64, 16, 2  # 4 steps an epoch: 2 executions of 2 steps
 
@@ -53,10 +54,10 @@ def test_mnist_cnn_in_scope_runs_on_ipu_and_equals_ipu_keras_sequential(executio
         again.set_weights(initial)  # the same start as the reference
         new_history, new_scores = train(again, x, y)
     for key in ref_history:
-        np.testing.assert_allclose(new_history[key], ref_history[key], rtol=1e-6)
-    np.testing.assert_allclose(new_scores, ref_scores, rtol=1e-6)
+        np.testing.assert_allclose(new_history[key], ref_history[key], **T.FLOAT32_FEW_OPS.kwargs)
+    np.testing.assert_allclose(new_scores, ref_scores, **T.FLOAT32_FEW_OPS.kwargs)
     for got, want in zip(again.get_weights(), reference.get_weights()):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(got, want, **T.FLOAT32_FEW_OPS.kwargs)
     assert np.isfinite(history["loss"]).all() and np.isfinite(scores).all()
 
 
@@ -91,8 +92,8 @@ def test_subclassed_model_in_scope_equals_ipu_keras_model(executions):
     history, scores = train(model, x, y)
     assert len(executions) == 6
     ref_history, ref_scores = train(reference, x, y)
-    np.testing.assert_allclose(history["loss"], ref_history["loss"], rtol=1e-6)
-    np.testing.assert_allclose(scores, ref_scores, rtol=1e-6)
+    np.testing.assert_allclose(history["loss"], ref_history["loss"], **T.FLOAT32_FEW_OPS.kwargs)
+    np.testing.assert_allclose(scores, ref_scores, **T.FLOAT32_FEW_OPS.kwargs)
     assert type(model).__name__ == "Subclassed" and isinstance(model, Subclassed)
 
 
@@ -108,9 +109,9 @@ def test_functional_model_in_scope_runs_on_batch_methods(executions):
         test_loss = model.test_on_batch(x[:BATCH], y[:BATCH])
     assert isinstance(model, IPUTrainerMixin)
     assert len(executions) == 3
-    np.testing.assert_allclose(predictions, model(x[:BATCH]).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(predictions, model(x[:BATCH]).numpy(), **T.FLOAT32.kwargs)
     expected = keras.losses.sparse_categorical_crossentropy(y[:BATCH], predictions)
-    np.testing.assert_allclose(test_loss, np.mean(expected), rtol=1e-5)
+    np.testing.assert_allclose(test_loss, np.mean(expected), **T.FLOAT32.kwargs)
     assert np.isfinite(loss)
 
 

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 
 
 @tf.function
@@ -145,4 +146,4 @@ def test_tf2_user_guide_loop_with_experimental_run_v2(fresh_warnings):
         grads = tape.gradient(loss, reference.trainable_variables)
         ref_optimizer.apply_gradients(zip(grads, reference.trainable_variables))
         expected.append(loss.numpy())
-    np.testing.assert_allclose(losses, expected, rtol=1e-5)
+    np.testing.assert_allclose(losses, expected, **T.FLOAT32.kwargs)

@@ -4,10 +4,10 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.config import reset_ipu_configuration
 from ipu_keras.errors import IPUError
 from tests.fuzz import strategies  # noqa: F401 (registers every fuzz op for `build`)
-from tests.fuzz.facts import tolerance
 from tests.fuzz.graph import build
 
 
@@ -35,8 +35,8 @@ def check_graph(graph):
         if facts.exact:
             np.testing.assert_array_equal(g, e, err_msg=where)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=0,
-                                       atol=tolerance(facts), err_msg=where)
+            T.propagated(facts.err).assert_close(g.astype(np.float64), e.astype(np.float64),
+                                                 err_msg=where)
 
 
 def _run_on_tiles(fn, arrays, tiles, strict):

@@ -128,8 +128,3 @@ def input_grid(dtype, kind):
     if kind == "rough":
         return 2.0 ** (-4 - PRECISION[dtype] + 1)
     return 2.0 ** -3
-
-
-def tolerance(facts):
-    """The largest allowed |simulator - TensorFlow| for a value: 0 when exact."""
-    return 2.0 * facts.err

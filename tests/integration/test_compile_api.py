@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.errors import UnsupportedOpError
 
 
@@ -34,7 +35,7 @@ def test_while_loop_and_cond_match_tensorflow():
     x = np.array([1.5, 2.0, -0.5], np.float32)
     n = np.array(9, np.int32)
     expected = tf.function(fn)(x, n).numpy()
-    np.testing.assert_allclose(ipu.ipu_compiler.compile(fn, [x, n])[0], expected, rtol=1e-6)
+    T.FLOAT32.assert_close(ipu.ipu_compiler.compile(fn, [x, n])[0], expected)
 
 
 def test_python_numbers_are_compile_time_constants_and_cached_per_value():
@@ -60,7 +61,7 @@ def test_loops_repeat_with_an_infeed_matches_tensorflow():
     strategy = ipu.ipu_strategy.IPUStrategy()
     with strategy.scope():
         (total,) = strategy.run(program)
-    np.testing.assert_allclose(total, data.sum(axis=0))
+    T.FLOAT32.assert_close(total, data.sum(axis=0))
 
 
 def test_unsupported_op_is_named():

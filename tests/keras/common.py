@@ -12,9 +12,8 @@ import keras
 import tensorflow as tf
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 
-RTOL = 1e-5
-ATOL = 1e-6
 SHAPE = (8, 8, 1)
 CLASSES = 10
 BATCH = 32
@@ -124,35 +123,34 @@ def build_pair(arch="mlp", form="sequential", opt="sgd", seed=1, **compile_kwarg
             compile_model(on_cpu, opt, **compile_kwargs))
 
 
-def assert_weights_equal(got, expected, rtol=RTOL, atol=ATOL):
+def assert_weights_equal(got, expected, tolerance=T.FLOAT32):
     assert len(got) == len(expected)
     for i, (g, e) in enumerate(zip(got, expected)):
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"weight {i}")
+        tolerance.assert_close(g, e, err_msg=f"weight {i}")
 
 
-def assert_history_equal(got, expected, rtol=RTOL):
+def assert_history_equal(got, expected, tolerance=T.FLOAT32):
     """History dicts (or `history.history`) equal key by key, epoch by epoch."""
     got = getattr(got, "history", got)
     expected = getattr(expected, "history", expected)
     assert sorted(got) == sorted(expected)
     for key in expected:
         assert len(got[key]) == len(expected[key]), key
-        np.testing.assert_allclose(got[key], expected[key], rtol=rtol, err_msg=key)
+        tolerance.assert_close(got[key], expected[key], err_msg=key)
 
 
-def assert_logs_equal(got, expected, rtol=RTOL, atol=ATOL, where=""):
+def assert_logs_equal(got, expected, tolerance=T.FLOAT32, where=""):
     """Evaluate results, batch results or callback logs: dicts, lists or scalars."""
     if isinstance(expected, dict):
         assert sorted(got) == sorted(expected), where
         for key in expected:
-            assert_logs_equal(got[key], expected[key], rtol, atol, f"{where}[{key}]")
+            assert_logs_equal(got[key], expected[key], tolerance, f"{where}[{key}]")
     elif isinstance(expected, (list, tuple)):
         assert len(got) == len(expected), where
         for i, (g, e) in enumerate(zip(got, expected)):
-            assert_logs_equal(g, e, rtol, atol, f"{where}[{i}]")
+            assert_logs_equal(g, e, tolerance, f"{where}[{i}]")
     else:
-        np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=rtol, atol=atol,
-                                   err_msg=where)
+        tolerance.assert_close(np.asarray(got), np.asarray(expected), err_msg=where)
 
 
 def _snapshot(logs):
@@ -207,16 +205,16 @@ for _when in ("begin", "end"):
     setattr(Recorder, f"on_epoch_{_when}", _hook(f"on_epoch_{_when}", True))
 
 
-def assert_events_equal(got, expected, rtol=RTOL, atol=ATOL):
+def assert_events_equal(got, expected, tolerance=T.FLOAT32):
     """Two recorded hook sequences are the same calls with the same logs (and weights)."""
     assert [(h, i) for h, i, _ in got] == [(h, i) for h, i, _ in expected]
     for (hook, index, g), (_, _, e) in zip(got, expected):
         where = f"{hook}({index})"
         assert (g["logs"] is None) == (e["logs"] is None), where
         if e["logs"] is not None:
-            assert_logs_equal(g["logs"], e["logs"], rtol, atol, where)
+            assert_logs_equal(g["logs"], e["logs"], tolerance, where)
         if "weights" in e:
-            assert_logs_equal(g["weights"], e["weights"], rtol, 1e-4, where + " weights")
+            assert_logs_equal(g["weights"], e["weights"], tolerance, where + " weights")
 
 
 def dataset(x, y, batch_size=BATCH, **kwargs):

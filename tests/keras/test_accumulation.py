@@ -14,6 +14,7 @@ import keras
 
 import ipu_keras as ipu
 from ipu_keras.errors import AccumulationStepsError
+from ipu_keras.conformance import tolerances as T
 
 from tests.keras.common import (
     assert_history_equal, assert_logs_equal, assert_weights_equal, build_pair, train_val,
@@ -60,7 +61,7 @@ def test_equals_keras_with_batches_g_times_larger(data, opt, method, scale_lr, c
     assert_history_equal(got[0], expected[0])
     assert_weights_equal(on_ipu.get_weights(), on_cpu.get_weights())
     assert_logs_equal(got[1], expected[1])
-    np.testing.assert_allclose(got[2], expected[2], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2], expected[2], **T.FLOAT32.kwargs)
     assert int(on_ipu.optimizer.iterations.numpy()) == EPOCHS * updates
     lines = [r.getMessage() for r in caplog.records if "effective batch size" in r.getMessage()]
     assert lines == ["Training is not distributed and accumulating 4 batches per optimizer "

@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.errors import FeedError
 from ipu_keras.keras import boundary
 
@@ -43,8 +44,7 @@ def test_64_bit_inputs_are_converted_with_one_warning(fresh_warnings):
                              verbose=0)
     assert_history_equal(history, cpu_history)
     assert_weights_equal(on_ipu.get_weights(), on_cpu.get_weights())
-    np.testing.assert_allclose(predicted, on_cpu.predict(dataset(vx, vy), verbose=0),
-                               rtol=1e-5, atol=1e-6)
+    T.FLOAT32.assert_close(predicted, on_cpu.predict(dataset(vx, vy), verbose=0))
     assert predicted.dtype == np.float32
 
 
@@ -57,7 +57,7 @@ def test_an_int64_value_out_of_int32_range_is_a_feed_error():
     with pytest.raises(FeedError, match="Received:") as info:
         on_ipu.fit(x, labels, batch_size=BATCH, shuffle=False, verbose=0)
     assert str(2**40) in str(info.value)
-    assert_weights_equal(on_ipu.get_weights(), initial, rtol=0, atol=0)
+    assert_weights_equal(on_ipu.get_weights(), initial, tolerance=T.EXACT)
     assert int(on_ipu.optimizer.iterations.numpy()) == 0
 
 

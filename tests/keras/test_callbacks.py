@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import keras
 
+from ipu_keras.conformance import tolerances as T
 from tests.keras.common import (
     BATCH, Recorder, assert_events_equal, assert_history_equal, assert_weights_equal,
     build, build_pair, compile_model, train_val,
@@ -127,7 +128,7 @@ def test_early_stopping_restores_the_best_weights():
     (history, epoch_weights, weights), (cpu_history, _, cpu_weights) = results
     assert len(history["loss"]) == 2
     assert_history_equal(history, cpu_history)
-    assert_weights_equal(weights, epoch_weights[0], rtol=0, atol=0)
+    assert_weights_equal(weights, epoch_weights[0], tolerance=T.EXACT)
     assert_weights_equal(weights, cpu_weights)
     assert not np.allclose(weights[0], epoch_weights[1][0])
 
@@ -143,7 +144,8 @@ def test_model_checkpoint_weights_round_trip(tmp_path):
     for epoch in (1, 2):
         plain = build(base="keras")
         plain.load_weights(path.format(epoch=epoch))
-        assert_weights_equal(plain.get_weights(), rec.epoch_weights[epoch - 1], rtol=0, atol=0)
+        assert_weights_equal(plain.get_weights(), rec.epoch_weights[epoch - 1],
+                             tolerance=T.EXACT)
     assert_weights_equal(plain.get_weights(), on_cpu.get_weights())
 
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 
 from tests.keras.common import (
     BATCH, SHAPE, Recorder, assert_events_equal, assert_history_equal, assert_logs_equal,
@@ -110,7 +111,6 @@ def test_custom_test_step_matches_keras(runs):
 def test_custom_predict_step_matches_keras(runs):
     on_ipu, on_cpu = runs
     assert sorted(on_ipu["predict"]) == ["label", "probs"]
-    np.testing.assert_allclose(on_ipu["predict"]["probs"], on_cpu["predict"]["probs"],
-                               rtol=1e-5, atol=1e-6)
+    T.FLOAT32.assert_close(on_ipu["predict"]["probs"], on_cpu["predict"]["probs"])
     np.testing.assert_array_equal(on_ipu["predict"]["label"], on_cpu["predict"]["label"])
     assert on_ipu["predict"]["label"].dtype == np.int32

@@ -12,6 +12,7 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.errors import FeedError, UnsupportedOpError
 from ipu_keras.keras import program as program_module
 from tests.conftest import interrupt_on_call
@@ -53,7 +54,7 @@ def test_unsupported_op_names_the_op_and_the_layer(method):
     assert error.op_type == "RFFT" and error.layer == "spectrum"
     assert "'RFFT'" in str(error) and "'spectrum'" in str(error)
     assert not any(h.endswith("_batch_end") for h, _ in rec.names())  # no step ran
-    assert_weights_equal(model.get_weights(), initial, rtol=0, atol=0)
+    assert_weights_equal(model.get_weights(), initial, tolerance=T.EXACT)
     assert int(model.optimizer.iterations.numpy()) == 0
 
 
@@ -66,7 +67,7 @@ def test_complex_fft_is_reported_in_its_layer():
     assert info.value.layer == "spectrum"
     # The first op the IPU cannot take: the FFT itself, or the cast to complex64 it needs.
     assert "FFT" in str(info.value) or "complex64" in str(info.value)
-    assert_weights_equal(model.get_weights(), initial, rtol=0, atol=0)
+    assert_weights_equal(model.get_weights(), initial, tolerance=T.EXACT)
 
 
 def _after_four_steps():

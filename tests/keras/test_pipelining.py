@@ -13,8 +13,10 @@ import pytest
 import keras
 
 import ipu_keras as ipu
+from tests.conftest import configured_ipus
 from ipu_keras import scopes
 from ipu_keras.errors import AccumulationStepsError, PipelineStageAssignmentError
+from ipu_keras.conformance import tolerances as T
 
 from tests.keras.common import (
     CLASSES, SHAPE, _layers, assert_history_equal, assert_logs_equal, assert_weights_equal,
@@ -26,11 +28,7 @@ G, MICRO = 4, 8
 
 @pytest.fixture(autouse=True, scope="module")
 def two_ipus():
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+    yield from configured_ipus(2)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +92,7 @@ def test_pipelined_equals_accumulated_and_keras(data, arch, form):
                       on_cpu.evaluate(*val, batch_size=MICRO, verbose=0))
     np.testing.assert_allclose(pipelined.predict(val[0], batch_size=MICRO, verbose=0),
                                on_cpu.predict(val[0], batch_size=MICRO, verbose=0),
-                               rtol=1e-5, atol=1e-6)
+                               **T.FLOAT32.kwargs)
 
 
 class Where(keras.layers.Layer):

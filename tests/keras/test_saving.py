@@ -5,11 +5,11 @@ same form with the same predictions (and it still trains on the device);
 `save_weights`/`load_weights` interchange with a plain Keras model of the same
 architecture, both ways.
 """
-import numpy as np
 import pytest
 import keras
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 
 from tests.keras.common import (
     BATCH, FORMS, assert_weights_equal, build, compile_model, train_val,
@@ -38,10 +38,9 @@ def test_save_and_load_model_gives_an_ipu_model(trained, form, tmp_path):
     loaded = keras.models.load_model(path)
     assert isinstance(loaded, ipu.keras.IPUTrainerMixin)
     assert type(loaded).__name__ == type(model).__name__
-    assert_weights_equal(loaded.get_weights(), model.get_weights(), rtol=0, atol=0)
-    np.testing.assert_allclose(loaded.predict(vx, batch_size=len(vx), verbose=0),
-                               model.predict(vx, batch_size=len(vx), verbose=0),
-                               rtol=1e-5, atol=1e-6)
+    assert_weights_equal(loaded.get_weights(), model.get_weights(), tolerance=T.EXACT)
+    T.FLOAT32.assert_close(loaded.predict(vx, batch_size=len(vx), verbose=0),
+                           model.predict(vx, batch_size=len(vx), verbose=0))
     # The loaded model is compiled with its optimizer and runs on the device.
     assert loaded.steps_per_execution == model.steps_per_execution
     loaded.fit(x[:64], y[:64], batch_size=BATCH, verbose=0)
@@ -55,12 +54,11 @@ def test_ipu_weights_load_into_keras(trained, form, tmp_path):
     model.save_weights(path)
     plain = build(form=form, base="keras")
     plain.load_weights(path)
-    assert_weights_equal(plain.get_weights(), model.get_weights(), rtol=0, atol=0)
+    assert_weights_equal(plain.get_weights(), model.get_weights(), tolerance=T.EXACT)
     _, (vx, _) = train_val()
     compile_model(plain)
-    np.testing.assert_allclose(plain.predict(vx, batch_size=len(vx), verbose=0),
-                               model.predict(vx, batch_size=len(vx), verbose=0),
-                               rtol=1e-5, atol=1e-6)
+    T.FLOAT32.assert_close(plain.predict(vx, batch_size=len(vx), verbose=0),
+                           model.predict(vx, batch_size=len(vx), verbose=0))
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -71,4 +69,4 @@ def test_keras_weights_load_into_ipu(form, tmp_path):
     plain.save_weights(path)
     model = build(form=form, base="ipu")
     model.load_weights(path)
-    assert_weights_equal(model.get_weights(), plain.get_weights(), rtol=0, atol=0)
+    assert_weights_equal(model.get_weights(), plain.get_weights(), tolerance=T.EXACT)

@@ -9,9 +9,11 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
+from tests.conftest import configured_ipus
 from ipu_keras import _executor
 from ipu_keras import pipelining_ops as po
 from ipu_keras.errors import PipelineError
+from ipu_keras.conformance import tolerances as T
 
 G, RUNS, BATCH = 8, 2, 4
 RNG = np.random.default_rng(0)
@@ -21,12 +23,7 @@ Y = RNG.integers(0, 4, 64).astype(np.int32)
 
 @pytest.fixture(autouse=True)
 def two_ipus():
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 2
-    cfg.ipu_model.tiles_per_ipu = 16
-    cfg.configure_ipu_system()
-    yield
-    ipu.config.reset_ipu_configuration()
+    yield from configured_ipus(2, tiles_per_ipu=16)
 
 
 def dataset():
@@ -101,9 +98,9 @@ def mean_reference():
 def test_each_schedule_trains_as_the_unpipelined_accumulated_loop(schedule, mean_reference):
     losses, weights, opt = run_pipeline(schedule)
     ref_losses, ref_weights = mean_reference
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(losses, ref_losses, **T.FLOAT32.kwargs)
     for got, expected in zip(weights, ref_weights):
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, expected, **T.FLOAT32.kwargs)
     assert int(opt.iterations.numpy()) == RUNS    # one weight update per pipeline run
     executable = _executor.last_compiled().executable
     assert executable.target["num_ipus"] == 2
@@ -114,9 +111,9 @@ def test_each_schedule_trains_as_the_unpipelined_accumulated_loop(schedule, mean
 def test_sum_and_running_mean_reductions(reduction):
     losses, weights, _ = run_pipeline(reduction=reduction)
     ref_losses, ref_weights = cpu_reference("SUM" if reduction == "SUM" else "MEAN")
-    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(losses, ref_losses, **T.FLOAT32.kwargs)
     for got, expected in zip(weights, ref_weights):
-        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, expected, **T.FLOAT32.kwargs)
 
 
 def test_inference_pipeline_with_an_accumulated_outfeed():
@@ -135,7 +132,7 @@ def test_inference_pipeline_with_an_accumulated_outfeed():
         strategy.run(net)
         sums = np.asarray(outfeed.dequeue())
     logits = l2(l1(X[:24])).numpy().reshape(3, 2, BATCH, 4)
-    np.testing.assert_allclose(sums, logits.sum(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sums, logits.sum(axis=1), **T.FLOAT32.kwargs)
 
 
 def _traced_error(**kwargs):

@@ -17,6 +17,7 @@ from ipu_keras.compiler.passes.shard import num_shards, shard
 from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError, ShardingError
 from ipu_keras.simulator import get_target
 from ipu_keras.tracer.trace import trace
+from ipu_keras.conformance import tolerances as T
 
 F32 = np.float32
 
@@ -165,10 +166,10 @@ def test_sharded_mlp_trains_to_the_weights_of_tensorflow(four_ipus):
         layers, opt = make()
         step = make_step(layers, opt, True)
         got = [strategy.run(step, args=[x, y]) for _ in range(4)]
-    np.testing.assert_allclose(np.ravel(got), ref, rtol=1e-5)
+    np.testing.assert_allclose(np.ravel(got), ref, **T.FLOAT32.kwargs)
     for a, b in zip(layers, ref_layers):
         for wa, wb in zip(a.get_weights(), b.get_weights()):
-            np.testing.assert_allclose(wa, wb, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(wa, wb, **T.FLOAT32.kwargs)
     executable = _executor.last_compiled().executable
     assert executable.target["num_ipus"] == 2
     assert all(b > 0 for b in executable.memory["ipu_memory"])

@@ -4,8 +4,10 @@ A `Case` names the TensorFlow op type it exercises, a function of tensors that
 produces it (under `tf.GradientTape` for gradient ops) and its inputs. `check_case`
 runs the function eagerly in TensorFlow and compiled on the simulated IPU through
 `ipu_keras.ipu_compiler.compile`, and compares: exactly for integer and bool
-results, within the case's tolerances for floats. It also proves the traced graph
-really contains the named op, so a record cannot silently test something else.
+results, within the case's tolerance for floats (a row of
+`ipu_keras.conformance.tolerances`, FLOAT32 unless the case names another). It also
+proves the traced graph really contains the named op, so a record cannot silently test
+something else.
 """
 import dataclasses
 
@@ -13,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 import ipu_keras
+from ipu_keras.conformance import tolerances
 
 
 @dataclasses.dataclass
@@ -20,8 +23,7 @@ class Case:
     tf_op: str
     fn: object
     inputs: tuple
-    rtol: float = 1e-5
-    atol: float = 1e-6
+    tolerance: tolerances.Tolerance = tolerances.FLOAT32
     label: str = ""
 
     @property
@@ -29,8 +31,8 @@ class Case:
         return f"{self.tf_op}-{self.label}" if self.label else self.tf_op
 
 
-def case(tf_op, fn, *inputs, rtol=1e-5, atol=1e-6, label=""):
-    return Case(tf_op, fn, tuple(inputs), rtol, atol, label)
+def case(tf_op, fn, *inputs, tolerance=tolerances.FLOAT32, label=""):
+    return Case(tf_op, fn, tuple(inputs), tolerance, label)
 
 
 _rng = np.random.default_rng(1234)
@@ -96,4 +98,4 @@ def check_case(c):
         if e.dtype.kind in "biu":
             np.testing.assert_array_equal(g, e, err_msg=c.id)
         else:
-            np.testing.assert_allclose(g, e, rtol=c.rtol, atol=c.atol, err_msg=c.id)
+            c.tolerance.assert_close(g, e, err_msg=c.id)

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ops import einsum
 from tests.ops.harness import case, check_case, f32, grad
 
@@ -54,4 +55,4 @@ def test_multi_head_attention_forward_and_gradient():
     got = ipu_keras.ipu_compiler.compile(fn, [q, v])
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, np.asarray(e), rtol=1e-5, atol=1e-5)
+        T.FLOAT32.assert_close(g, np.asarray(e))

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import type_of
 from ipu_keras.ops import get_op, image, linalg
 from ipu_keras.ops.registry import WORK_KINDS, Work
@@ -95,7 +96,7 @@ def test_kernel_matches_rule_and_reference(sample):
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert [type_of(o) for o in outputs] == types
     for got, want in zip(outputs, expected):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        T.FLOAT32_KERNEL.assert_close(got, want)
     work = opdef.cost([type_of(x) for x in inputs], types, **params)
     assert isinstance(work, Work) and work.kind in WORK_KINDS and work.amount >= 0
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ops import lists
 from tests.ops.harness import case, check_case, f32
 
@@ -96,7 +97,7 @@ def _layer(kind):
 def test_rnn_forward(kind):
     layer = _layer(kind)
     got = ipu_keras.ipu_compiler.compile(lambda x: layer(x), [X])[0]
-    np.testing.assert_allclose(got, np.asarray(layer(X)), rtol=1e-5, atol=1e-6)
+    T.FLOAT32.assert_close(got, np.asarray(layer(X)))
 
 
 @pytest.mark.parametrize("kind", RNNS)
@@ -112,5 +113,4 @@ def test_rnn_gradients(kind):
     expected = fn(tf.constant(X))
     got = ipu_keras.ipu_compiler.compile(fn, [X])
     for g, e in zip(got, expected):
-        # the recurrence accumulates rounding over 5 steps
-        np.testing.assert_allclose(g, np.asarray(e), rtol=1e-4, atol=1e-5)
+        T.FLOAT32.assert_close(g, np.asarray(e))

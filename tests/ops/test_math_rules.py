@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import all_ops, get_importer, get_op
 from ipu_keras.ops import math as math_ops
@@ -128,7 +129,8 @@ def test_integer_division_signs_follow_python_and_c():
 def test_float_floor_division_is_floor_of_quotient():
     x, y = np.float32([1.0, -1.0, -7.5, 7.5]), np.float32([0.1, 0.1, 2.0, -2.0])
     np.testing.assert_array_equal(run("floor_div", x, y), np.floor(x / y))
-    np.testing.assert_allclose(run("floor_mod", x, y), [0.1, 1.5e-8, 0.5, -0.5], atol=1e-6)
+    np.testing.assert_allclose(run("floor_mod", x, y), [0.1, 1.5e-8, 0.5, -0.5],
+                               **T.FLOAT32_KERNEL.kwargs)
     np.testing.assert_array_equal(run("truncate_div", x, y), [10.0, -10.0, -3.0, -3.0])
 
 
@@ -148,7 +150,7 @@ def test_no_nan_variants_and_x_ops_give_zero():
 def test_erf_matches_math_erf():
     x = np.concatenate([np.linspace(-6, 6, 2001), np.geomspace(1e-20, 1, 50)])
     want = [math.erf(v) for v in x]
-    np.testing.assert_allclose(run("erf", x), want, rtol=2e-7, atol=0)
+    T.FLOAT32_ERF.assert_close(run("erf", x), want)
     np.testing.assert_array_equal(run("erf", np.float32([np.inf, -np.inf])), [1, -1])
     assert np.isnan(run("erf", np.float32([np.nan])))[0]
 
@@ -156,16 +158,16 @@ def test_erf_matches_math_erf():
 def test_erfc_matches_math_erfc_without_cancellation():
     x = np.concatenate([np.linspace(-6, 9, 3001), np.geomspace(1e-20, 1, 50)])
     want = [math.erfc(v) for v in x]
-    np.testing.assert_allclose(run("erfc", x), want, rtol=3e-7, atol=0)
+    T.FLOAT32_ERFC.assert_close(run("erfc", x), want)
 
 
 def test_unary_gradients():
     y, dy = np.float32([0.25, 0.5, 2.0]), np.float32([1.0, -2.0, 3.0])
-    np.testing.assert_allclose(run("tanh_grad", y, dy), dy * (1 - y * y))
-    np.testing.assert_allclose(run("sigmoid_grad", y, dy), dy * y * (1 - y))
-    np.testing.assert_allclose(run("sqrt_grad", y, dy), 0.5 * dy / y)
-    np.testing.assert_allclose(run("rsqrt_grad", y, dy), -0.5 * dy * y ** 3)
-    np.testing.assert_allclose(run("reciprocal_grad", y, dy), -dy * y * y)
+    T.EXACT.assert_close(run("tanh_grad", y, dy), dy * (1 - y * y))
+    T.EXACT.assert_close(run("sigmoid_grad", y, dy), dy * y * (1 - y))
+    T.EXACT.assert_close(run("sqrt_grad", y, dy), 0.5 * dy / y)
+    T.EXACT.assert_close(run("rsqrt_grad", y, dy), -0.5 * dy * y ** 3)
+    T.EXACT.assert_close(run("reciprocal_grad", y, dy), -dy * y * y)
 
 
 def test_cast_truncates_wraps_and_tests_nonzero():

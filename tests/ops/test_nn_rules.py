@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import get_importer, get_op, nn, reduce
 from ipu_keras.ops.registry import WORK_KINDS, Work
@@ -123,7 +124,7 @@ def test_kernel_matches_rule_and_reference(sample):
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert [type_of(o) for o in outputs] == types
     for got, want in zip(outputs, expected):
-        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+        T.FLOAT32_KERNEL.assert_close(got, want)
     work = opdef.cost([type_of(x) for x in inputs], types, **params)
     assert isinstance(work, Work) and work.kind in WORK_KINDS and work.amount >= 0
 

@@ -23,6 +23,8 @@ def _avg(ksize, strides, padding="VALID", data_format="NHWC"):
 
 
 def _xla(fn):
+    """XLA as the oracle for NCHW pooling: TensorFlow's eager CPU kernels have it only where
+    oneDNN provides them (AVX-512 machines); XLA's CPU pooling has every layout anywhere."""
     return tf.function(fn, jit_compile=True)
 
 
@@ -54,7 +56,7 @@ MAX_POOL = [
     case("MaxPool", _max(3, 2, "SAME"), f32(2, 7, 6, 3), label="same"),
     case("MaxPool", _max((2, 3), (1, 2), "SAME"), f32(1, 5, 7, 2), label="rect"),
     case("MaxPool", _max_explicit, f32(1, 6, 5, 2), label="explicit"),
-    case("MaxPool", _max(2, 2, "SAME", "NCHW"), f32(2, 3, 5, 5), label="nchw"),
+    case("MaxPool", _xla(_max(2, 2, "SAME", "NCHW")), f32(2, 3, 5, 5), label="nchw-xla"),
     case("MaxPool", _max(2, 2), i32(1, 4, 4, 2), label="int32"),
     case("MaxPool", lambda x: tf.nn.max_pool1d(x, 3, 2, "SAME"), f32(2, 9, 3), label="1d"),
     case("MaxPoolV2", _max_v2, f32(2, 7, 6, 3)),
@@ -63,7 +65,6 @@ MAX_POOL = [
     case("MaxPoolGrad", grad(_max(3, 1, "SAME"), 0), ties(2, 5, 5, 2), label="ties"),
     case("MaxPoolGrad", grad(_max(2, 2, "SAME"), 0), ties(1, 5, 5, 2), label="ties-s2"),
     case("MaxPoolGrad", grad(_max_explicit, 0), ties(1, 6, 5, 2), label="explicit"),
-    # TensorFlow's CPU MaxPoolGrad only supports NHWC: XLA is the oracle for NCHW.
     case("MaxPoolGrad", _xla(grad(_max(3, 2, "SAME", "NCHW"), 0)), f32(1, 2, 7, 7),
          label="nchw-xla"),
     case("MaxPoolGradV2", _max_grad_v2, ties(2, 7, 6, 3), f32(2, 4, 3, 3)),
@@ -80,12 +81,13 @@ AVG_POOL = [
     case("AvgPool", _avg(2, 2), f32(2, 6, 6, 3), label="valid"),
     case("AvgPool", _avg(3, 2, "SAME"), f32(2, 7, 6, 3), label="same"),
     case("AvgPool", _avg((3, 2), (1, 3), "SAME"), f32(1, 5, 7, 2), label="rect"),
-    case("AvgPool", _avg(2, 2, "SAME", "NCHW"), f32(2, 3, 5, 5), label="nchw"),
+    case("AvgPool", _xla(_avg(2, 2, "SAME", "NCHW")), f32(2, 3, 5, 5), label="nchw-xla"),
     case("AvgPool", lambda x: tf.nn.avg_pool1d(x, 3, 2, "SAME"), f32(2, 9, 3), label="1d"),
     case("AvgPoolGrad", grad(_avg(2, 2), 0), f32(2, 6, 6, 3), label="valid"),
     case("AvgPoolGrad", grad(_avg(3, 2, "SAME"), 0), f32(2, 7, 6, 3), label="same"),
     case("AvgPoolGrad", grad(_avg(3, 2), 0), f32(1, 8, 7, 2), label="valid-leftover"),
-    case("AvgPoolGrad", grad(_avg(3, 1, "SAME", "NCHW"), 0), f32(1, 2, 5, 5), label="nchw"),
+    case("AvgPoolGrad", _xla(grad(_avg(3, 1, "SAME", "NCHW"), 0)), f32(1, 2, 5, 5),
+         label="nchw-xla"),
     case("AvgPool3D", _pool3d("avg", 2, 2), f32(2, 4, 4, 4, 2)),
     case("AvgPool3D", _pool3d("avg", 3, (1, 2, 2), "SAME"), f32(1, 4, 5, 4, 2), label="same"),
     case("AvgPool3DGrad", grad(_pool3d("avg", 2, 2), 0), f32(2, 4, 4, 4, 2)),

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import einsum, get_op, lists, random
 from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
@@ -100,11 +101,11 @@ def test_glibc_emulation_against_float64():
     """logf and sincosf are within one float32 ulp of the exact values."""
     rng = np.random.default_rng(0)
     x = rng.uniform(1e-7, 1, 4096).astype(np.float32)
-    np.testing.assert_allclose(random._logf(x), np.log(x.astype(np.float64)), rtol=1.2e-7)
+    T.FLOAT32_ULP.assert_close(random._logf(x), np.log(x.astype(np.float64)))
     v = rng.uniform(0, 2 * np.pi, 4096).astype(np.float32)
     sin, cos = random._sincosf(v)
-    np.testing.assert_allclose(sin, np.sin(v.astype(np.float64)), atol=1.2e-7)
-    np.testing.assert_allclose(cos, np.cos(v.astype(np.float64)), atol=1.2e-7)
+    T.FLOAT32_ULP.assert_close(sin, np.sin(v.astype(np.float64)))
+    T.FLOAT32_ULP.assert_close(cos, np.cos(v.astype(np.float64)))
 
 
 def test_uniform_int_rejects_an_empty_range():

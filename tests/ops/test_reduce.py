@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.ops import reduce
 from tests.ops.harness import boolean, case, check_case, f32, grad, i32, positive
 
@@ -37,7 +38,8 @@ CASES = (
     + _reductions("Mean", tf.reduce_mean, f32(3, 4, 5))
     + _reductions("Max", tf.reduce_max, f32(3, 4, 5))
     + _reductions("Min", tf.reduce_min, f32(3, 4, 5))
-    + _reductions("Prod", tf.reduce_prod, positive(3, 4, 5), rtol=2e-5)
+    + _reductions("Prod", tf.reduce_prod, positive(3, 4, 5),
+                    tolerance=T.FLOAT32_PROD_60)
     + _reductions("All", tf.reduce_all, boolean(3, 4, 5))
     + _reductions("Any", tf.reduce_any, boolean(3, 4, 5))
     + _reductions("EuclideanNorm", _raw("EuclideanNorm"), f32(3, 4, 5))
@@ -46,8 +48,8 @@ CASES = (
         case("Sum", lambda t: tf.reduce_sum(t, axis=0), i32(40, 3, low=100, high=127)
              .astype(np.int8), label="int8-wraps"),
         case("Sum", lambda t: tf.reduce_sum(t, axis=[]), f32(2, 3), label="no-axes"),
-        case("Sum", lambda t: tf.reduce_sum(t, axis=1), f32(8, 1000), rtol=1e-4, atol=1e-4,
-             label="long"),
+        case("Sum", lambda t: tf.reduce_sum(t, axis=1), f32(8, 1000),
+             tolerance=T.FLOAT32_SUM_1000, label="long"),
         case("Sum", lambda t: raw.Sum(input=t, axis=np.int64(1)), f32(2, 3), label="int64-axis"),
         case("Mean", lambda t: tf.reduce_mean(t, axis=1), i32(4, 3), label="int32-truncates"),
         case("Mean", lambda t: tf.reduce_mean(t), np.full((2, 2), 2**30, np.int32),

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.compiler import compile_graph
 from ipu_keras.errors import FloatingPointTrapError
 from ipu_keras.ir.graph import Source
@@ -18,9 +19,9 @@ def test_dense_step_matches_numpy_and_updates_the_variable():
     state = [w.copy()]
     y, total = Engine(exe).run([x], state, streams=None)
     ref_y, ref_total, ref_w = dense_step_reference(x, w)
-    np.testing.assert_allclose(y, ref_y, rtol=1e-6)
-    np.testing.assert_allclose(total, ref_total, rtol=1e-6)
-    np.testing.assert_allclose(state[0], ref_w, rtol=1e-6)
+    T.FLOAT32_KERNEL.assert_close(y, ref_y)
+    T.FLOAT32_KERNEL.assert_close(total, ref_total)
+    T.FLOAT32_KERNEL.assert_close(state[0], ref_w)
     assert state[0].dtype == np.float32
 
 

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 
 v1 = tf.compat.v1
 
@@ -55,9 +56,9 @@ def test_training_step_keeps_variables_in_the_session_across_runs():
             return [_dense_model(x), v1.global_variables()], [x]
 
     cpu = _cpu_run(build, _feeds, steps=3)
-    np.testing.assert_allclose(got, [c[0] for c in cpu], rtol=1e-5)
+    np.testing.assert_allclose(got, [c[0] for c in cpu], **T.FLOAT32.kwargs)
     for mine, theirs in zip(weights, cpu[-1][1]):
-        np.testing.assert_allclose(mine, theirs, rtol=1e-5)
+        np.testing.assert_allclose(mine, theirs, **T.FLOAT32.kwargs)
 
 
 def test_repeat_with_infeed_outfeed_and_global_step_on_the_cpu():
@@ -102,5 +103,6 @@ def test_repeat_with_infeed_outfeed_and_global_step_on_the_cpu():
                                       for i in range(3)])
     for r, (got_total, got_outfeed, got_step) in enumerate(runs):
         assert got_step == r + 1
-        np.testing.assert_allclose(got_outfeed, expected_outfeeds[r], rtol=1e-6)
-        np.testing.assert_allclose(got_total, np.sum(expected_outfeeds[r]), rtol=1e-6)
+        np.testing.assert_allclose(got_outfeed, expected_outfeeds[r], **T.FLOAT32_FEW_OPS.kwargs)
+        np.testing.assert_allclose(got_total, np.sum(expected_outfeeds[r]),
+                                   **T.FLOAT32_FEW_OPS.kwargs)

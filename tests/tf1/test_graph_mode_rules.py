@@ -113,7 +113,8 @@ def test_op_only_cluster_without_variables_still_runs_and_outfeeds():
 
 def test_infeed_deleter_releases_the_iterator():
     with tf.Graph().as_default(), v1.Session() as sess:
-        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.range(4).batch(2, drop_remainder=True))
+        dataset = tf.data.Dataset.range(4).batch(2, drop_remainder=True)
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(dataset)
         run = ipu.ipu_compiler.compile(
             lambda: ipu.loops.repeat(1, lambda t, x: t + tf.reduce_sum(x),
                                      [tf.constant(0, tf.int64)], infeed), [])

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
@@ -25,7 +26,7 @@ def _check(fn, *inputs):
     got = ipu_keras.ipu_compiler.compile(fn, list(inputs))
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, np.asarray(e), rtol=1e-5, atol=1e-6)
+        T.FLOAT32.assert_close(g, np.asarray(e))
 
 
 def _pop(lst, shape, dtype):

@@ -3,6 +3,7 @@ import numpy as np
 import keras
 import tensorflow as tf
 
+from ipu_keras.conformance import tolerances as T
 from ipu_keras.tracer import trace
 
 
@@ -50,4 +51,4 @@ def test_legacy_defun_loop_bodies_and_their_calls_are_followed():
 
     expected = loss(tf.constant(y_pred), tf.constant(y_true)).numpy()
     (got,) = ipu_keras.ipu_compiler.compile(loss, [y_pred, y_true])
-    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    T.FLOAT32.assert_close(got, expected)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ipu_keras as ipu
+from ipu_keras.conformance import tolerances as T
 
 L = keras.layers
 BATCH, STEPS, FEATURES = 4, 5, 3
@@ -57,7 +58,7 @@ def test_fit_matches_keras(arch):
     on_cpu.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", run_eagerly=True)
     (got, got_weights), (expected, expected_weights) = _fit(on_ipu, x, y), _fit(on_cpu, x, y)
     assert isinstance(on_ipu, ipu.keras.IPUTrainerMixin)
-    np.testing.assert_allclose(got["loss"], expected["loss"], rtol=1e-4)
+    T.FLOAT32.assert_close(got["loss"], expected["loss"])
     for g, e in zip(got_weights, expected_weights):
-        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-6)
+        T.FLOAT32.assert_close(g, e)
     assert all((g != w).any() for g, w in zip(got_weights, initial))  # every weight trained

@@ -1,0 +1,176 @@
+"""Keras `fit` per model family: the simulated IPU against Keras on the CPU, in one run.
+
+The four families of issue 15, each trained with `fit` and `steps_per_execution`:
+
+  mlp          MNIST MLP (Flatten, Dense(128, relu), Dense(10, softmax)), batch 32, spe 100
+  cnn          the Keras tutorial CNN (Conv32-pool-Conv64-pool-Dropout-Dense10), batch 64
+  resnet50     keras.applications.ResNet50 (weights=None), 64x64x3 input, batch 8
+  transformer  a Transformer encoder: 4 layers, d_model 256, 4 heads, seq 128, batch 16
+
+Every (family, side) pair runs in its own process, so its peak resident memory is its own
+and one side's threads or caches never help the other. A process builds the model from seed
+0, fits one execution as warm-up (tracing and compiling), then times `fit` over the timed
+executions. ipu_keras runs `ipu_keras.Model` (the same layers); Keras runs `keras.Model`.
+
+    python bench/families.py [--quick] [--families cnn,resnet50]
+
+Columns: host ms per step after warm-up for each side, their ratio (ipu_keras / Keras;
+above 1 the simulator is slower), the first `fit` call's seconds (trace + compile + one
+execution) per side, ipu_keras' own trace + compile seconds, and the peak RSS per side.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+# family: (batch, steps_per_execution, timed executions, timed executions with --quick)
+FAMILIES = {
+    "mlp": (32, 100, 10, 2),
+    "cnn": (64, 10, 5, 1),
+    "resnet50": (8, 5, 4, 1),
+    "transformer": (16, 4, 3, 1),
+}
+SIDES = ("keras", "ipu")
+
+
+def _mlp(keras):
+    inputs = keras.Input((28, 28))
+    x = keras.layers.Flatten()(inputs)
+    x = keras.layers.Dense(128, activation="relu")(x)
+    return inputs, keras.layers.Dense(10, activation="softmax")(x), (28, 28), 10
+
+
+def _cnn(keras):
+    inputs = keras.Input((28, 28, 1))
+    x = keras.layers.Conv2D(32, 3, activation="relu")(inputs)
+    x = keras.layers.MaxPooling2D(2)(x)
+    x = keras.layers.Conv2D(64, 3, activation="relu")(x)
+    x = keras.layers.MaxPooling2D(2)(x)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.Dropout(0.5)(x)
+    return inputs, keras.layers.Dense(10, activation="softmax")(x), (28, 28, 1), 10
+
+
+def _resnet50(keras):
+    base = keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3), classes=10)
+    return base.inputs, base.outputs, (64, 64, 3), 10
+
+
+def _transformer(keras, layers=4, d_model=256, heads=4, seq=128, vocab=1000):
+    inputs = keras.Input((seq,), dtype="int32")
+    x = keras.layers.Embedding(vocab, d_model)(inputs)
+    for _ in range(layers):
+        attention = keras.layers.MultiHeadAttention(heads, d_model // heads)(x, x)
+        x = keras.layers.LayerNormalization()(x + attention)
+        hidden = keras.layers.Dense(4 * d_model, activation="gelu")(x)
+        x = keras.layers.LayerNormalization()(x + keras.layers.Dense(d_model)(hidden))
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return inputs, keras.layers.Dense(2, activation="softmax")(x), (seq,), 2
+
+
+BUILDERS = {"mlp": _mlp, "cnn": _cnn, "resnet50": _resnet50, "transformer": _transformer}
+
+
+def _data(family, shape, classes, samples):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if family == "transformer":
+        x = rng.integers(0, 1000, (samples,) + shape).astype(np.int32)
+    else:
+        x = rng.random((samples,) + shape, dtype=np.float32)
+    return x, rng.integers(0, classes, samples).astype(np.int32)
+
+
+def run_one(family, side, quick):
+    """Fits one family on one side; returns its result row (a dict)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
+
+    import ipu_keras
+
+    batch, spe, executions, quick_executions = FAMILIES[family]
+    executions = quick_executions if quick else executions
+    keras.utils.set_random_seed(0)
+    inputs, outputs, shape, classes = BUILDERS[family](keras)
+    model = (ipu_keras.Model if side == "ipu" else keras.Model)(inputs, outputs)
+    model.compile(keras.optimizers.SGD(0.01), "sparse_categorical_crossentropy",
+                  steps_per_execution=spe)
+    x, y = _data(family, shape, classes, (executions + 1) * spe * batch)
+    warm = spe * batch
+    start = time.perf_counter()
+    model.fit(x[:warm], y[:warm], batch_size=batch, verbose=0, shuffle=False)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    history = model.fit(x[warm:], y[warm:], batch_size=batch, verbose=0, shuffle=False)
+    seconds = time.perf_counter() - start
+    program = getattr(getattr(model, "train_function", None), "last_program", None)
+    return {"family": family, "side": side, "ms_per_step": 1e3 * seconds / (executions * spe),
+            "steps": executions * spe, "first_s": first,
+            "compile_s": getattr(program, "compile_seconds", None),
+            "loss": history.history["loss"][-1],
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _run_subprocess(family, side, quick):
+    command = [sys.executable, os.path.abspath(__file__), "--one", f"{family}:{side}"]
+    out = subprocess.run(command + (["--quick"] if quick else []), capture_output=True,
+                         text=True)
+    if out.returncode:
+        sys.stderr.write(out.stderr[-3000:])
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_table(rows):
+    """Prints one line per family from {(family, side): result} (a failed side prints '-')."""
+    print(f"{'model':12s} {'steps':>5s} {'keras ms/step':>13s} {'ipu ms/step':>11s} "
+          f"{'ratio':>6s} {'keras 1st s':>11s} {'ipu 1st s':>9s} {'ipu compile s':>13s} "
+          f"{'keras MiB':>9s} {'ipu MiB':>8s}")
+    for family in dict.fromkeys(f for f, _ in rows):
+        cpu, ipu = rows.get((family, "keras")), rows.get((family, "ipu"))
+
+        def col(row, key, width, fmt):
+            value = row.get(key) if row else None
+            return format(value, fmt).rjust(width) if value is not None else "-".rjust(width)
+
+        ratio = ipu["ms_per_step"] / cpu["ms_per_step"] if cpu and ipu else None
+        steps = (ipu or cpu or {}).get("steps", 0)
+        print(f"{family:12s} {steps:5d} {col(cpu, 'ms_per_step', 13, '.1f')} "
+              f"{col(ipu, 'ms_per_step', 11, '.1f')} "
+              f"{format(ratio, '.2f') + 'x' if ratio else '-':>6s} "
+              f"{col(cpu, 'first_s', 11, '.2f')} {col(ipu, 'first_s', 9, '.2f')} "
+              f"{col(ipu, 'compile_s', 13, '.2f')} {col(cpu, 'peak_rss_mib', 9, '.0f')} "
+              f"{col(ipu, 'peak_rss_mib', 8, '.0f')}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer timed executions")
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated subset of {','.join(FAMILIES)}")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        family, side = args.one.split(":")
+        print(json.dumps(run_one(family, side, args.quick)))
+        return
+    families = [f for f in args.families.split(",") if f]
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        parser.error(f"unknown families {unknown}; expected a subset of {list(FAMILIES)}")
+    rows = {}
+    for family in families:
+        for side in SIDES:
+            row = _run_subprocess(family, side, args.quick)
+            if row is not None:
+                rows[(family, side)] = row
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main()
