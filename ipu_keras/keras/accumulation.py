@@ -150,12 +150,15 @@ class StepPlan:
             self.optimizer = wrapper(model.optimizer, steps, reduction_method=method, **kwargs)
 
     def pipeline(self):
-        """{"schedule", "depth"} of a pipelined training step's device loop, else None: its
-        iterations are micro-batches, a window of `steps` of them a pipeline run, and the
-        weight update the optimizer branch of the window-end cond."""
-        if not self.pipelined or self.optimizer is None:
+        """{"schedule", "depth"} of a pipelined model's device loop, else None. Its
+        iterations are micro-batches. Training: a window of `steps` of them is a pipeline
+        run, and the weight update the optimizer branch of the window-end cond. Evaluate
+        and predict: one execution is one inference pipeline run, `steps_per_execution`
+        deep, as in the original."""
+        if not self.pipelined:
             return None
-        return {"schedule": pipelining.options(self.model).schedule, "depth": self.steps}
+        depth = self.steps if self.optimizer is not None else self.model.steps_per_execution
+        return {"schedule": pipelining.options(self.model).schedule, "depth": depth}
 
     def tag(self, batches):
         """The staged batches, each with its window-end flag when training accumulates."""
