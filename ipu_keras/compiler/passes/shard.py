@@ -1,13 +1,22 @@
 """The `shard` pass: every equation on one IPU, every crossing an explicit copy.
 
 The user places some equations (`ipu_shard` scopes, pipeline stages); the rest follow
-their neighbours, as Graphcore's sharding pass does: an unplaced equation takes the
-IPU of its first placed operand, else of its first placed user, repeated until
-nothing changes; what is still unplaced takes the IPU of the control-flow equation
-holding it, else IPU 0. A variable lives on the IPU of the first equation that reads
-or writes it, and its reads and writes run there. A graph input lives on the IPU of
-its first user; a sub-graph's inputs and outputs on the IPU of its control-flow
-equation.
+their neighbours, as Graphcore's sharding pass does, so that as few bytes as possible
+cross IPUs:
+
+* a read or write of a variable that a placed equation reads or writes runs on that
+  variable's IPU (an optimizer's update of a stage's weights stays on the stage's IPU);
+* an unplaced equation whose operands are all placed takes the IPU of its largest
+  operand (a gradient times a learning rate runs where the gradient is); one with no
+  operands (a constant, a read) takes the IPU of its largest placed user;
+* repeated until nothing changes; then one sweep places an equation with some
+  operands placed by the largest of those, else by its largest placed user, and the
+  sweeps go on; what is still unplaced takes the IPU of the control-flow equation
+  holding it, else IPU 0.
+
+A variable lives on the IPU of the first equation that reads or writes it, and its
+reads and writes run there. A graph input lives on the IPU of its first user; a
+sub-graph's inputs and outputs on the IPU of its control-flow equation.
 
 Then each value used on an IPU other than its producer's goes through one
 `ipu_copy` equation (placed on the destination) per destination, so after this pass
@@ -27,9 +36,12 @@ STATE_OPS = ("read_var", "write_var")
 
 def shard(graph):
     """Graph -> Graph: all equations placed, crossings made `ipu_copy` equations."""
-    placed = _fill(graph, None)
-    homes = variable_shards(placed)
-    placed = _home_state(placed, homes)
+    # A variable no placed equation reads or writes takes the IPU of its first access
+    # that a first fill could decide; the second fill starts from every variable's
+    # home, so what feeds its writes follows it.
+    first = _fill(graph, None, _placed_homes(graph), default=None)
+    placed = _fill(graph, None, _placed_homes(first))
+    placed = _home_state(placed, variable_shards(placed))
     return _insert_copies(placed, None)
 
 
@@ -72,32 +84,66 @@ def input_shards(graph):
 
 
 # -- filling in ---------------------------------------------------------------------
-def _fill(graph, parent):
+def _placed_homes(graph):
+    """Variable index -> the IPU of the first placed equation that reads or writes it."""
+    homes = {}
+    for eqn in graph.walk():
+        if eqn.op in STATE_OPS and eqn.shard is not None:
+            homes.setdefault(eqn.params["var"], eqn.shard)
+    return homes
+
+
+def _largest(candidates):
+    """The IPU of the largest (bytes) of [(value, ipu)], the first on a tie; None if none."""
+    best = None
+    for value, ipu in candidates:
+        if ipu is not None and (best is None or value.type.nbytes > best[0]):
+            best = (value.type.nbytes, ipu)
+    return None if best is None else best[1]
+
+
+def _fill(graph, parent, homes, default=0):
+    """Places the equations of `graph` (held by an equation on IPU `parent`, None at the
+    top); what nothing decides goes on `parent`, else on `default`."""
     eqns = list(graph.equations)
-    shards = [e.shard for e in eqns]
+    shards = [e.shard if e.shard is not None or e.op not in STATE_OPS
+              else homes.get(e.params["var"]) for e in eqns]
     producer = {v.id: i for i, e in enumerate(eqns) for v in e.outputs}
     users = {}
     for i, e in enumerate(eqns):
         for v in e.inputs:
             users.setdefault(v.id, []).append(i)
-    changed = True
-    while changed:
+
+    def from_operands(i, partial):
+        operands = [(v, shards[producer[v.id]]) for v in eqns[i].inputs if v.id in producer]
+        if not partial and any(s is None for _, s in operands):
+            return None
+        return _largest(operands)
+
+    def from_users(i):
+        return _largest([(v, shards[u]) for v in eqns[i].outputs for u in users.get(v.id, ())])
+
+    partial = False
+    while True:
         changed = False
-        for i, e in enumerate(eqns):
+        for i in range(len(eqns)):
             if shards[i] is None:
-                shards[i] = next((shards[producer[v.id]] for v in e.inputs if v.id in producer
-                                  and shards[producer[v.id]] is not None), None)
+                shards[i] = from_operands(i, partial)
                 changed |= shards[i] is not None
         for i in reversed(range(len(eqns))):
-            if shards[i] is None:
-                shards[i] = next((shards[u] for v in eqns[i].outputs for u in users.get(v.id, ())
-                                  if shards[u] is not None), None)
+            if shards[i] is None and (partial or not any(v.id in producer
+                                                         for v in eqns[i].inputs)):
+                shards[i] = from_users(i)
                 changed |= shards[i] is not None
-    default = 0 if parent is None else parent
+        if not changed and partial:
+            break
+        partial = not changed
+    default = default if parent is None else parent
     out = []
     for e, s in zip(eqns, shards):
         s = default if s is None else s
-        params = {k: _fill(v, s) if k in _sub_keys(e) else v for k, v in e.params.items()}
+        params = {k: _fill(v, s, homes, default) if k in _sub_keys(e) else v
+                  for k, v in e.params.items()}
         out.append(dataclasses.replace(e, shard=s, params=params))
     return graph.replace(equations=out)
 
