@@ -23,7 +23,12 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     packages=find_packages(
-        exclude=["tests", "tests.*", "bench", "bench.*", "tutorials", "tutorials.*"]),
+        exclude=["tests", "tests.*", "bench", "bench.*", "tutorials", "tutorials.*"])
+    + ["ipu_keras_tutorials"],
+    # The notebooks of tutorials/ ship as the package ipu_keras_tutorials (found by
+    # `ipu-keras tutorials`).
+    package_dir={"ipu_keras_tutorials": "tutorials"},
+    package_data={"ipu_keras_tutorials": ["*.ipynb", "*.py"]},
     python_requires=">=3.10",
     install_requires=[
         # TensorFlow traces the functions and is the numerical oracle; the CPU-only
@@ -38,8 +43,9 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        # hypothesis drives the randomized differential test (tests/fuzz).
-        "test": ["pytest", "hypothesis"],
+        # hypothesis drives the randomized differential test (tests/fuzz); nbclient,
+        # nbformat and ipykernel execute the tutorial notebooks (tests/tutorials).
+        "test": ["pytest", "hypothesis", "nbclient", "nbformat", "ipykernel"],
     },
     entry_points={
         "console_scripts": [

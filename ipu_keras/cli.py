@@ -1,12 +1,16 @@
-"""The `ipu-keras` command: `demo`, `ops`, `report DIR` and `--version`.
+"""The `ipu-keras` command: `demo`, `ops`, `report DIR`, `tutorials` and `--version`.
 
 It parses arguments and hands over: `demo` to `ipu_keras.demo.run_demo`, `ops` to
-`ipu_keras.supported_ops`, `report` to `ipu_keras.reports.summary`. TensorFlow is
+`ipu_keras.supported_ops`, `report` to `ipu_keras.reports.summary`; `tutorials` lists
+the tutorial notebooks or copies them to a folder. TensorFlow is
 imported only by the subcommands that need it, so `--version`, `--help` and `report`
 answer at once.
 """
 import argparse
+import importlib.util
 import os
+import pathlib
+import shutil
 import sys
 
 from ipu_keras.version import __version__
@@ -38,6 +42,10 @@ def _parser():
         "report", help="summarise a report directory (autoReport.directory or one "
                        "executable's): target, busiest tiles, largest tensors, cycles")
     report.add_argument("directory", help="directory holding report.json files")
+    tutorials = commands.add_parser(
+        "tutorials", help="list the tutorial notebooks, or copy them to a folder")
+    tutorials.add_argument("--copy", metavar="DIR",
+                           help="copy the notebooks (.ipynb and their .py twins) into DIR")
     return parser
 
 
@@ -78,7 +86,49 @@ def _report(args, parser):
         print(summary.summarise(summary.load(path)))
 
 
-_COMMANDS = {"demo": _demo, "ops": _ops, "report": _report}
+def tutorials_directory():
+    """The folder holding the tutorials: `tutorials/` of a source checkout, else the
+    installed package `ipu_keras_tutorials`; None if neither is there."""
+    checkout = pathlib.Path(__file__).resolve().parent.parent / "tutorials"
+    if any(checkout.glob("[0-9][0-9]_*.ipynb")):
+        return checkout
+    spec = importlib.util.find_spec("ipu_keras_tutorials")
+    if spec is not None and spec.submodule_search_locations:
+        return pathlib.Path(list(spec.submodule_search_locations)[0])
+    return None
+
+
+def _title(notebook_path):
+    import json
+
+    cells = json.loads(notebook_path.read_text(encoding="utf-8"))["cells"]
+    first = "".join(cells[0]["source"]).splitlines()[0] if cells else ""
+    return first.lstrip("# ").strip()
+
+
+def _tutorials(args, parser):
+    directory = tutorials_directory()
+    if directory is None:
+        parser.error("the tutorials are not installed with this copy of ipu-keras; they "
+                     "are in the project's tutorials/ folder")
+    notebooks = sorted(directory.glob("[0-9][0-9]_*.ipynb"))
+    if args.copy:
+        target = pathlib.Path(args.copy)
+        target.mkdir(parents=True, exist_ok=True)
+        for notebook in notebooks:
+            for path in (notebook, notebook.with_suffix(".py")):
+                if path.exists():
+                    shutil.copy2(path, target / path.name)
+        print(f"copied {len(notebooks)} tutorials to {target}; open them with "
+              f"`jupyter lab {target}`")
+        return
+    for notebook in notebooks:
+        print(f"{notebook.name:40s} {_title(notebook)}")
+    print(f"{len(notebooks)} tutorials in {directory}; `ipu-keras tutorials --copy DIR` "
+          "copies them")
+
+
+_COMMANDS = {"demo": _demo, "ops": _ops, "report": _report, "tutorials": _tutorials}
 
 
 def main(argv=None):
