@@ -43,9 +43,14 @@ setup(
         "matplotlib",
     ],
     extras_require={
+        # Replicas across processes (ipu_keras.distributed, `ipu-keras run`): MPI for
+        # Python and an MPI to run it on, both from PyPI.
+        "distributed": ["mpi4py>=4", "mpich"],
         # hypothesis drives the randomized differential test (tests/fuzz); nbclient,
-        # nbformat and ipykernel execute the tutorial notebooks (tests/tutorials).
-        "test": ["pytest", "hypothesis", "nbclient", "nbformat", "ipykernel"],
+        # nbformat and ipykernel execute the tutorial notebooks (tests/tutorials); the
+        # distributed extra runs the multi-process replication test.
+        "test": ["pytest", "hypothesis", "nbclient", "nbformat", "ipykernel", "mpi4py>=4",
+                 "mpich"],
     },
     entry_points={
         "console_scripts": [

@@ -16,9 +16,10 @@ import importlib
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "compat", "config", "errors", "flags", "gen_ipu_ops", "gradient_accumulation",
-    "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "loops",
-    "optimizers", "pipelining_ops", "profiling", "scopes", "sharding", "utils",
+    "compat", "config", "cross_replica_ops", "errors", "flags", "gen_ipu_ops",
+    "gradient_accumulation", "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue",
+    "ipu_strategy", "loops", "nn_ops", "optimizers", "pipelining_ops", "profiling", "rand_ops",
+    "replication_ops", "scopes", "sharding", "utils",
 )
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),

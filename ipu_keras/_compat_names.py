@@ -83,5 +83,10 @@ for _name, _since in _MODEL_METHODS:
         declare(f"model.{_name}", SUPPORTED, "a method of the IPU trainer mixin", _since)
     else:
         declare(f"model.{_name}", PENDING, "to come in the IPU trainer mixin", _since)
+for _name, _since in (("GradientAccumulationOptimizer", "3.1"), ("ALSOptimizer", "3.0"),
+                      ("ALSOptimizerAdam", "3.1"), ("ALSOptimizerSGD", "3.1"),
+                      ("ALSOptimizerRMSProp", "3.1"), ("ALSGradientAccumulationOptimizer", "3.1")):
+    declare(f"keras.ipu.optimizers.{_name}", SUPPORTED, f"`ipu_keras.keras.optimizers.{_name}`"
+            " (the same as `ipu.optimizers.`)", _since)
 for _name, _how, _since, _until in _NOT_SUPPORTED:
     declare(_name, NOT_SUPPORTED, _how, _since, _until)

@@ -98,15 +98,14 @@ _SAID_REPLICAS = set()
 
 
 def _say_replicas(device_ipus, replica_ipus):
-    """Says once per (device, graph) size that spare IPUs run no replicas yet."""
+    """Says once per (device, graph) size how many replicas the device runs."""
     replicas = device_ipus // replica_ipus
     if replicas > 1 and (device_ipus, replica_ipus) not in _SAID_REPLICAS:
         _SAID_REPLICAS.add((device_ipus, replica_ipus))
-        logger.warning(
-            "The device has %d IPUs and the graph uses %d (its shards), which makes a "
-            "replication factor of %d; replication is not simulated yet, so one replica runs "
-            "on IPUs 0-%d and the others stay idle.", device_ipus, replica_ipus, replicas,
-            replica_ipus - 1)
+        logger.info(
+            "The device has %d IPUs and the graph uses %d (its shards): %d replicas of it "
+            "run, each on its own share of the infeeds.", device_ipus, replica_ipus,
+            replicas)
 
 
 def _raise_deferred_oom(executable, options):

@@ -1,8 +1,9 @@
-"""The `ipu-keras` command: `demo`, `ops`, `report DIR`, `tutorials` and `--version`.
+"""The `ipu-keras` command: `demo`, `ops`, `report DIR`, `run`, `tutorials`, `--version`.
 
 It parses arguments and hands over: `demo` to `ipu_keras.demo.run_demo`, `ops` to
-`ipu_keras.supported_ops`, `report` to `ipu_keras.reports.summary`; `tutorials` lists
-the tutorial notebooks or copies them to a folder. TensorFlow is
+`ipu_keras.supported_ops`, `report` to `ipu_keras.reports.summary`; `run` launches a
+script as several MPI processes sharing the replicas (`ipu_keras.distributed`);
+`tutorials` lists the tutorial notebooks or copies them to a folder. TensorFlow is
 imported only by the subcommands that need it, so `--version`, `--help` and `report`
 answer at once.
 """
@@ -42,6 +43,17 @@ def _parser():
         "report", help="summarise a report directory (autoReport.directory or one "
                        "executable's): target, busiest tiles, largest tensors, cycles")
     report.add_argument("directory", help="directory holding report.json files")
+    run = commands.add_parser(
+        "run", help="launch a training script as several instances (processes) sharing "
+                    "the replicas, through MPI, as poprun does")
+    run.add_argument("--num-instances", type=_positive_int, required=True,
+                     help="processes to launch")
+    run.add_argument("--num-replicas", type=_positive_int, required=True,
+                     help="replicas in all (a multiple of --num-instances)")
+    run.add_argument("--mpiexec", default=None, help="the MPI launcher (default: mpiexec "
+                     "beside this Python, else on PATH)")
+    run.add_argument("program", nargs=argparse.REMAINDER,
+                     help="-- followed by the command, e.g. -- python train.py")
     tutorials = commands.add_parser(
         "tutorials", help="list the tutorial notebooks, or copy them to a folder")
     tutorials.add_argument("--copy", metavar="DIR",
@@ -86,6 +98,26 @@ def _report(args, parser):
         print(summary.summarise(summary.load(path)))
 
 
+def _run(args, parser):
+    import subprocess
+
+    from ipu_keras.distributed.process_group import NUM_REPLICAS_ENV
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        parser.error("run expected a command after --, e.g. -- python train.py")
+    if args.num_replicas % args.num_instances:
+        parser.error(f"--num-replicas must be a multiple of --num-instances. Received: "
+                     f"num_replicas={args.num_replicas}, num_instances={args.num_instances}")
+    beside = pathlib.Path(sys.executable).parent / "mpiexec"
+    launcher = args.mpiexec or (str(beside) if beside.exists() else shutil.which("mpiexec"))
+    if not launcher:
+        parser.error("run expected an MPI launcher (mpiexec); install one with "
+                     "`pip install 'ipu-keras[distributed]'`")
+    env = dict(os.environ, **{NUM_REPLICAS_ENV: str(args.num_replicas)})
+    sys.exit(subprocess.call([launcher, "-n", str(args.num_instances)] + program, env=env))
+
+
 def tutorials_directory():
     """The folder holding the tutorials: `tutorials/` of a source checkout, else the
     installed package `ipu_keras_tutorials`; None if neither is there."""
@@ -128,7 +160,8 @@ def _tutorials(args, parser):
           "copies them")
 
 
-_COMMANDS = {"demo": _demo, "ops": _ops, "report": _report, "tutorials": _tutorials}
+_COMMANDS = {"demo": _demo, "ops": _ops, "report": _report, "run": _run,
+             "tutorials": _tutorials}
 
 
 def main(argv=None):

@@ -26,6 +26,8 @@ DECLARING_MODULES = (
     "ipu_keras.ipu_strategy",
     "ipu_keras.ipu_infeed_queue",
     "ipu_keras.ipu_outfeed_queue",
+    "ipu_keras.nn_ops",
+    "ipu_keras.rand_ops",
     "ipu_keras.utils",
     "ipu_keras.keras.layers",
     "ipu_keras.keras.sdk21",

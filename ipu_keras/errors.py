@@ -163,3 +163,9 @@ class ShardingError(CompilationError, ValueError):
 
 class PipelineError(IPUError, ValueError):
     """A pipeline's stages, device mapping, depth or outputs break a pipelining rule."""
+
+
+# -- replication (issue 11) ---------------------------------------------------------------
+class ReplicationError(IPUError):
+    """Replicas could not run together: a collective that not every replica reached, or a
+    replica group size that does not divide the replication factor."""

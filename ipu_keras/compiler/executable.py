@@ -13,6 +13,7 @@ Steps (lists, first element the kind):
   ["exec", op, in_slots, out_slots, params]
   ["read", var, out_slot]          ["write", var, mode, in_slot]
   ["infeed", feed, out_slots]      ["outfeed", feed, in_slots]
+  ["collective", op, in_slots, out_slots, params]   (across replicas, by the runtime)
   ["while", carry_slots, cond_block, cond_in, cond_out, body_block, body_in, body_out,
    out_slots]
   ["if", pred_slot, in_slots, then_block, then_in, then_out, else_block, else_in,

@@ -77,7 +77,7 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     clock.done("memory-plan")
     pipelines = plan_pipelines(graph, tile_map, target)
     clock.done("pipeline")
-    lowered = lower(graph, tile_map, target, pipelines)
+    lowered = lower(graph, tile_map, target, pipelines, device_ipus // target.num_ipus)
     clock.done("lower")
     executable = _assemble(graph, tile_map, target, lowered, summary, clock)
     executable.info["pipelines"] = list(pipelines.values())

@@ -7,6 +7,7 @@ from ipu_keras.conformance import tolerances as T
 from ipu_keras.conformance.item import (
     Item, binary_data, class_data, on, onehot_data, positive_data, regression_data,
 )
+from ipu_keras.optimizers import ALSOptimizer
 
 LOSSES, METRICS = "losses", "metrics"
 
@@ -225,6 +226,12 @@ def mixed_precision():
              metrics=lambda: ["accuracy"], **_f16(T.MIXED_CLASSIFIER)),
         on((6,), lambda x: L.Dense(5)(x), "mixed_float16 Adam (loss scale)", g,
            optimizer=lambda: keras.optimizers.Adam(0.01), **_f16(T.MIXED_DENSE_ADAM)),
+        # Automatic loss scaling: float32 gradients feed no statistics, so the factor
+        # grows at every update (by powers of two: exact), as on the float32 twin.
+        on((6,), lambda x: L.Dense(5)(x), "mixed_float16 automatic loss scaling", g,
+           optimizer=lambda: ALSOptimizer(keras.optimizers.SGD(0.05), 64,
+                                          update_frequency=1, max_loss_scaling_factor=4096),
+           **_f16(T.MIXED_DENSE)),
         on((6,), lambda x: L.Dense(5)(x), "mixed_float16 loss scale growth", g,
            optimizer=lambda: keras.optimizers.LossScaleOptimizer(
                keras.optimizers.SGD(0.05), initial_scale=128.0, dynamic_growth_steps=1),

@@ -186,10 +186,22 @@ FLOAT32_CONV_81 = float32_sum("float32 small convolutions, up to 81 products", 8
     (rms 2.2): products of rms at most 2.5. Above 16 terms the float32 row's atol no longer
     covers the order: a filter-gradient tap of 24 products that cancels to 0.14 was 3.3e-6
     off on an AVX2 machine.""")
+FLOAT32_ATTENTION_GRAD_30 = float32_sum("float32 attention gradients, 30 products", 30, 8, """
+    Keras MultiHeadAttention (2 heads of 4, query [2, 5, 6], value [2, 3, 6], uniform(-2, 2))
+    and the loss sum(y * y): a weight gradient sums over the 10 query positions and, for the
+    query and key kernels, the 3 key positions, products of an activation (rms ~1) and
+    2 * y (|y| up to 8): at most 30 terms of rms up to 8. An output-kernel gradient that
+    cancels to 0.057 was 2.6e-6 off.""")
 FLOAT32_DENSE_GRAD_24 = float32_sum("float32 Dense gradients, 24 products", 24, 4, """
     The kernel and bias gradients of a Dense layer (SerialDense against keras Dense) for a
     3x8 batch of standard normal inputs and the loss sum(y * y): each sums 24 products of
     an input (rms 1) and 2 * y (rms up to 4).""")
+FLOAT32_EFFECTIVE_TRANSFORMER_440 = float32_sum(
+    "float32 EffectiveTransformer weight gradients, 440 products", 440, 4, """
+    The weight gradients of EffectiveTransformer (5 sequences of up to 8 queries and 11 keys)
+    against a float64 formulation: a value weight's gradient sums 5 x 8 x 11 products of an
+    attention probability (rms about 0.2 over 11 keys) and a context gradient (rms 6 to 19 for
+    the test's loss, weights 1..12 through the output Dense and LayerNorm): rms at most 4.""")
 _LN_ROUNDINGS = 40 * 4  # roundings on the forward and backward path x LayerNorm's cancellation
 FLOAT32_TRAIN_THROUGH_LAYERNORM = _row(
     "float32 training through LayerNorm of small embeddings", FLOAT32.rtol,
@@ -277,6 +289,11 @@ MIXED_RESNEXT = float16_inference("mixed_float16 ResNeXt listing (TF1)", 19, 784
     three batch norms and the shortcut add (7, two blocks: 14); the spatial mean over 28 x
     28 (784 terms summed in float32, one rounding); the fc matmul and bias add (2) = 19.""")
 
+
+FLOAT16_CTC_LOSS = float16_inference("mixed_float16 CTC loss (float16 logits)", 1, 0, """
+    The CTC op computes in float64 and rounds each example's loss once to float16; the
+    oracle is TensorFlow's float32 loss of the same logits (its own float16 CTC rounds at
+    every step of its loop, and differs between instruction sets).""")
 
 _DENSE_PATH = """Dense -> Dense: forward cast, matmul, bias add, (relu exact), matmul, bias
     add = 5; backward the float16 upstream gradient, the matmul for the first layer's

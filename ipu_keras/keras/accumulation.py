@@ -27,7 +27,7 @@ from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
 
 from ipu_keras.errors import AccumulationStepsError
 from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod
-from ipu_keras.keras import pipelining
+from ipu_keras.keras import pipelining, replication
 from ipu_keras.optimizers import GradientAccumulationOptimizer, GradientAccumulationOptimizerV2
 
 logger = logging.getLogger("ipu_keras")
@@ -107,14 +107,15 @@ def step_plan(model, kind):
     accumulation = training_accumulation(model) if kind == "train" else None
     if pipelined:
         pipelining.check_model(model, kind, accumulation)
-    if accumulation is None and not pipelined:
+    replicas = replication.replication_factor(model)
+    if accumulation is None and not pipelined and not replication.reduces(replicas):
         return None
     if accumulation is not None:
-        _check_steps(model, accumulation[0], pipelined)
-    return StepPlan(model, kind, accumulation, pipelined)
+        _check_steps(model, accumulation[0], pipelined, replicas)
+    return StepPlan(model, kind, accumulation, pipelined, replicas)
 
 
-def _check_steps(model, steps, pipelined):
+def _check_steps(model, steps, pipelined, replicas=1):
     mode = "pipelined " if pipelined else ""
     if type(model).train_step is not TensorFlowTrainer.train_step:
         raise AccumulationStepsError(
@@ -122,7 +123,7 @@ def _check_steps(model, steps, pipelined):
             f"is not supported for a {mode}model that uses gradient accumulation, expected the "
             "Keras `train_step`. Received: a custom train_step. Either remove the override "
             "from your model definition or do not set gradient accumulation options.")
-    steps_per_execution = model.steps_per_execution
+    steps_per_execution = model.steps_per_execution // replicas   # per replica
     if steps_per_execution % steps:
         raise AccumulationStepsError(
             f"The {mode}model has been configured to use gradient accumulation for training, "
@@ -138,10 +139,11 @@ def _check_steps(model, steps, pipelined):
 class StepPlan:
     """How one kind of step of an accumulating or pipelined model is traced and fed."""
 
-    def __init__(self, model, kind, accumulation, pipelined):
+    def __init__(self, model, kind, accumulation, pipelined, replicas=1):
         self.model = model
         self.kind = kind
         self.pipelined = pipelined
+        self.replicas = replicas
         self.steps = accumulation[0] if accumulation else 1
         self.optimizer = None
         if accumulation is not None:
@@ -157,36 +159,55 @@ class StepPlan:
         deep, as in the original."""
         if not self.pipelined:
             return None
-        depth = self.steps if self.optimizer is not None else self.model.steps_per_execution
+        depth = (self.steps if self.optimizer is not None
+                 else self.model.steps_per_execution // self.replicas)   # per replica
         return {"schedule": pipelining.options(self.model).schedule, "depth": depth}
 
     def tag(self, batches):
-        """The staged batches, each with its window-end flag when training accumulates."""
-        if self.optimizer is None:
-            return batches
-        if getattr(self.model, _LOG_PENDING_ATTR, False):
+        """The staged batches, each with its window-end flag when training accumulates.
+        With R replicas, batches i R .. i R + R - 1 are the replicas' parts of step i."""
+        if self.kind == "train" and getattr(self.model, _LOG_PENDING_ATTR, False):
             object.__setattr__(self.model, _LOG_PENDING_ATTR, False)
             self._log_batch_size(batches[0])
-        last = len(batches) - 1
-        return [(batch, np.int32((i + 1) % self.steps == 0 or i == last),
+        if self.optimizer is None:
+            return batches
+        last = (len(batches) - 1) // self.replicas
+        return [(batch, np.int32((i // self.replicas + 1) % self.steps == 0
+                                 or i // self.replicas == last),
                  np.float32(_batch_size(batch))) for i, batch in enumerate(batches)]
 
     def _log_batch_size(self, batch):
-        logger.info("Training is not distributed and accumulating %d batches per optimizer "
-                    "step, your effective batch size is %d.", self.steps,
-                    _batch_size(batch) * self.steps)
+        size = _batch_size(batch) * self.steps * self.replicas
+        if self.replicas == 1:
+            logger.info("Training is not distributed and accumulating %d batches per "
+                        "optimizer step, your effective batch size is %d.", self.steps, size)
+            return
+        logger.info(
+            "Training is distributed across %d replicas and accumulating %d batches per "
+            "optimizer step, your effective batch size is %d. The replicas' gradients are "
+            "summed, each the gradient of its own mean loss: one update is %d times that of "
+            "a single device on the whole batch at the same learning rate.", self.replicas,
+            self.steps, size, self.replicas)
 
     def step_function(self):
         """The function `StepProgram` traces for this kind of step."""
         step = getattr(self.model, f"{self.kind}_step")
-        if self.optimizer is None:
+        reduces = replication.reduces(self.replicas)
+        if self.kind != "train" or (self.optimizer is None and not reduces):
             return self._placed(step)
 
+        @tf.autograph.experimental.do_not_convert   # plain Python around Keras' step
         def train_step(tagged):
-            data, window_end, samples = tagged
             compiled = self.model.optimizer
-            self.optimizer.window_end, self.optimizer.weight = window_end > 0, samples
-            object.__setattr__(self.model, "optimizer", self.optimizer)
+            if self.optimizer is None:
+                data, swapped = tagged, compiled
+            else:
+                data, window_end, samples = tagged
+                self.optimizer.window_end, self.optimizer.weight = window_end > 0, samples
+                swapped = self.optimizer
+            if reduces:
+                swapped = replication.replica_sum_optimizer(swapped)
+            object.__setattr__(self.model, "optimizer", swapped)
             try:
                 return self._placed(step)(data)
             finally:

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_keras.errors import FeedError
-from ipu_keras.keras import accumulation
+from ipu_keras.keras import accumulation, replication
 from ipu_keras.keras.boundary import flatten_batch, signature
 from ipu_keras.keras.program import StepProgram
 
@@ -29,6 +29,7 @@ class DeviceFunction:
         # Accumulating or pipelined models trace and feed their steps through a plan.
         self.plan = accumulation.step_plan(model, kind)
         self.last_program = None
+        self._last_data = None
         self.step_outputs = []
         # Simulated device time since the trainer last reset it (keras/device_time.py).
         self.device_seconds = 0.0
@@ -37,6 +38,8 @@ class DeviceFunction:
 
     def __call__(self, data):
         batches = self._stage(data)
+        if self.replicas > 1:
+            batches = self._replica_groups(batches, data)
         if not batches:
             raise StopIteration
         if self.plan is not None:
@@ -45,27 +48,61 @@ class DeviceFunction:
         self.step_outputs = []
         for start, end in _runs_of_equal_signature(flats):
             program = self._program(batches[start], flats[start])
-            self.step_outputs.extend(program.run(flats[start:end]))
+            outputs = program.run(flats[start:end])
+            if self.replicas > 1:
+                outputs = self._per_step(outputs)
+            self.step_outputs.extend(outputs)
             self.last_program = program
             self._count_device_time(program, end - start, flats[start])
+        if self.replicas > 1 and self.kind != "predict":
+            replication.remember_logs(self.model, self.step_outputs[-1])
         if self.kind == "predict":
             # Keras concatenates executions itself and expects tensors back.
             return tf.nest.map_structure(lambda *xs: tf.convert_to_tensor(np.concatenate(xs)),
                                          *self.step_outputs)
         return self.step_outputs[-1]
 
-    def _count_device_time(self, program, steps, flat):
+    @property
+    def replicas(self):
+        return 1 if self.plan is None else self.plan.replicas
+
+    def _replica_groups(self, batches, data):
+        """The staged batches in whole groups of one batch per replica, all of the first
+        batch's signature (a partial last batch cannot share a step with full ones)."""
+        first_of_epoch = data is not self._last_data
+        self._last_data = data
+        if first_of_epoch and batches:
+            replication.check_enough(batches, self.replicas,
+                                     self.model.steps_per_execution // self.replicas)
+        if batches:
+            key = signature(flatten_batch(batches[0]))
+            same = [b for b in batches if signature(flatten_batch(b)) == key]
+            if len(same) < len(batches):
+                logger.warning("%s: a partial last batch cannot be one replica's share of a "
+                               "step and is dropped.", self.kind)
+            batches = same
+        return replication.whole_groups(batches, self.replicas, self.kind)
+
+    def _per_step(self, outputs):
+        """Each step's outputs, per replica -> the step's logs (or, for predict, each
+        replica's outputs as one batch of its own, in dataset order)."""
+        if self.kind == "predict":
+            return replication.predictions_in_order(outputs)
+        method = replication.reduction_method(self.model)
+        return [replication.reduce_logs(o, method) for o in outputs]
+
+    def _count_device_time(self, program, batches, flat):
         cycles = program.session.last_cycles
         self.device_seconds += sum(cycles.values()) / program.target.clock_hz
-        self.device_steps += steps
-        self.device_samples += steps * (int(flat[0].shape[0]) if flat and flat[0].ndim else 1)
+        self.device_steps += batches // self.replicas
+        self.device_samples += batches * (int(flat[0].shape[0]) if flat and flat[0].ndim else 1)
 
     def _stage(self, data):
         if isinstance(data, list):  # predict: Keras already gathered the batches
             return data
         batches = []
         pull = _fast_pull(data)
-        for _ in range(self.model.steps_per_execution):
+        for _ in range(self.model.steps_per_execution):   # R x per replica while replicated
             try:
                 batches.append(pull())
             except (StopIteration, tf.errors.OutOfRangeError):

@@ -70,8 +70,9 @@ class StepProgram:
     def run(self, flat_batches):
         """Runs one step per flat batch in one execution; returns each step's outputs."""
         self.infeed.load(flat_batches)
-        self.session.run([np.int32(len(flat_batches))])
-        self.steps_run = len(flat_batches)
+        steps = len(flat_batches) // self.session.replicas   # one batch per replica a step
+        self.session.run([np.int32(steps)])
+        self.steps_run = steps
         structure = self.output_structure
         return [tf.nest.pack_sequence_as(structure, list(e)) for e in self.outfeed.elements]
 

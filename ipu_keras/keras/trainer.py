@@ -12,7 +12,7 @@ import inspect
 
 import keras
 
-from ipu_keras.keras import accumulation, pipelining
+from ipu_keras.keras import accumulation, pipelining, replication
 from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
 from ipu_keras.keras.device_time import with_device_time
@@ -43,13 +43,34 @@ class IPUTrainerMixin:
         accumulation.before_fit(self)
         if arguments.get("verbose", "auto") != 0:
             arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
-        return super().fit(**arguments)
+        with replication.batches_per_execution(self):
+            return super().fit(**arguments)
 
     def evaluate(self, *args, **kwargs):
-        return super().evaluate(**self._with_step_replay(keras.Model.evaluate, args, kwargs))
+        arguments = self._with_step_replay(keras.Model.evaluate, args, kwargs)
+        with replication.batches_per_execution(self):
+            return super().evaluate(**arguments)
 
     def predict(self, *args, **kwargs):
-        return super().predict(**self._with_step_replay(keras.Model.predict, args, kwargs))
+        arguments = self._with_step_replay(keras.Model.predict, args, kwargs)
+        with replication.batches_per_execution(self):
+            return super().predict(**arguments)
+
+    def get_metrics_result(self):
+        logs = replication.replicated_logs(self)
+        if logs is not None and replication.replication_factor(self) > 1:
+            return dict(logs)
+        return super().get_metrics_result()
+
+    def set_replication_options(self, replicated_metric_reduction_method="NONE"):
+        """How the logs of the replicas become a step's logs when the model is replicated.
+
+        Args:
+            replicated_metric_reduction_method: A `ReplicatedMetricReductionMethod` or its
+                name: NONE (the last replica's values), LIST (a list with one value per
+                replica), SUM or MEAN over the replicas.
+        """
+        replication.set_options(self, replicated_metric_reduction_method)
 
     def _with_step_replay(self, method, args, kwargs):
         """The call's arguments by name, the callbacks wrapped if asynchronous callbacks are on."""

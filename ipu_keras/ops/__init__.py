@@ -1,7 +1,7 @@
 """The op registry and every op family. Importing this package registers all ops."""
 from ipu_keras.ops import (  # noqa: F401
-    array, control, conv, einsum, image, indexing, linalg, lists, math, nn, norm, pool,
-    random, reduce, state, transfer,
+    array, collective, control, conv, ctc, dropout, einsum, image, indexing, linalg, lists, math,
+    nn, norm, pool, random, reduce, rnn, state, transfer,
 )
 from ipu_keras.ops.builder import Builder
 from ipu_keras.ops.registry import (

@@ -4,13 +4,18 @@
 * `if(pred, *operands)`, params `then` and `else` (operands -> results);
 * `call(*args)`, param `fn`; the compiler's inline pass replaces it by its body.
 
+A call marked as one IPU op (`_ipu_op`, see `tracer/marked.py`) is not a `call`: it is
+imported by the importer registered for the op's type name, with its params.
+
 Resource operands (variables, iterators) are not carried: the tracer binds them
 inside the bodies, so only dense values cross a sub-graph boundary. The engine runs
 these ops itself. Their cost is the cost of what their bodies run.
 """
-from ipu_keras.errors import StaticShapeRequiredError
+import json
+
+from ipu_keras.errors import StaticShapeRequiredError, UnsupportedOpError
 from ipu_keras.ops._common import no_cost
-from ipu_keras.ops.registry import register_op, tf_import
+from ipu_keras.ops.registry import get_importer, register_op, tf_import
 
 
 def _while_shape(in_types, *, cond, body):
@@ -79,10 +84,28 @@ def _import_if(node, b):
     return list(outs) if isinstance(outs, tuple) else ([outs] if then.outputs else [])
 
 
+MARKED_OP_ATTR = "_ipu_op"
+MARKED_PARAMS_ATTR = "_ipu_op_params"
+"""A function call marked as one IPU op (`tracer/marked.py`): the op's type name and its
+params (JSON). It is imported by the importer registered for that type name."""
+
+
 @tf_import("PartitionedCall", "StatefulPartitionedCall")
 def _import_call(node, b):
+    marked = node.attr(MARKED_OP_ATTR, None)
+    if marked is not None:
+        return _import_marked(node, b, marked)
     fn = node.function("f", node.inputs)
     if not fn.outputs and not fn.equations:
         return []
     outs = b.emit("call", _dense(node.inputs), fn=fn)
     return list(outs) if isinstance(outs, tuple) else ([outs] if fn.outputs else [])
+
+
+def _import_marked(node, b, op_type):
+    importer = get_importer(op_type)
+    if importer is None:
+        raise UnsupportedOpError(op_type, node.name, node.layer,
+                                 hint="a marked IPU op with no importer")
+    results = importer(node, b, **json.loads(node.attr(MARKED_PARAMS_ATTR, "{}")))
+    return list(results) if isinstance(results, (tuple, list)) else [results]

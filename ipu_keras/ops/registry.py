@@ -19,9 +19,13 @@ import collections
 import dataclasses
 import sys
 
-Work = collections.namedtuple("Work", "kind amount")
+Work = collections.namedtuple("Work", "kind amount steps carried", defaults=(1, 0))
 """What one execution of an op costs: `kind` is one of `WORK_KINDS`, `amount` is
-elements for "vector"/"transcendental"/"copy", multiply-accumulates for "amp"."""
+elements for "vector"/"transcendental"/"copy", multiply-accumulates for "amp".
+
+A recurrence is `steps` dependent steps, one after the other, each doing `amount / steps`
+spread over the tiles; before each step every working tile receives the `carried` bytes
+the previous step produced (an RNN's state), an exchange and a sync per step."""
 
 WORK_KINDS = ("none", "vector", "transcendental", "amp", "copy", "reduce")
 MAPPINGS = ("elementwise", "linear", "matmul", "reduce", "single", "engine")

@@ -9,6 +9,7 @@ import numpy as np
 
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops._common import no_cost
+from ipu_keras.ops.collective import import_marked
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
 WRITE_MODES = ("assign", "add", "sub")
@@ -113,7 +114,11 @@ __all__ = ["TensorType", "WRITE_MODES", "write_kernel"]
 
 @tf_import("Identity", "IdentityN")
 def _import_identity(node, b):
-    """Pass values through; an IdentityN marked by `IPUOutfeedQueue.enqueue` is an outfeed."""
+    """Pass values through; an IdentityN marked by `IPUOutfeedQueue.enqueue` is an outfeed,
+    one marked by `cross_replica_ops` or `replication_ops` a collective (`collective.py`)."""
+    collective = import_marked(node, b)
+    if collective is not None:
+        return collective
     queue = node.attr("_ipu_outfeed", None)
     if queue is not None:
         values = list(node.inputs)

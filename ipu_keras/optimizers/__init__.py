@@ -1,6 +1,13 @@
 """`ipu.optimizers`: optimizer wrappers of the IPU port of TensorFlow."""
+from ipu_keras.optimizers.als_optimizer import (
+    ALSGradientAccumulationOptimizer, ALSOptimizer, ALSOptimizerAdam, ALSOptimizerRMSProp,
+    ALSOptimizerSGD,
+)
+from ipu_keras.optimizers.cross_replica_optimizer import CrossReplicaOptimizer
 from ipu_keras.optimizers.gradient_accumulation_optimizer import (
     GradientAccumulationOptimizer, GradientAccumulationOptimizerV2,
 )
 
-__all__ = ["GradientAccumulationOptimizer", "GradientAccumulationOptimizerV2"]
+__all__ = ["ALSGradientAccumulationOptimizer", "ALSOptimizer", "ALSOptimizerAdam",
+           "ALSOptimizerRMSProp", "ALSOptimizerSGD", "CrossReplicaOptimizer",
+           "GradientAccumulationOptimizer", "GradientAccumulationOptimizerV2"]

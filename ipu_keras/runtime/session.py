@@ -8,6 +8,10 @@ failed or interrupted execution took are given back, so a failure (a dataset err
 floating-point trap, Ctrl-C) leaves the host state as it was after the last completed
 execution.
 
+With more IPUs than the executable's shards, the session runs R replicas of it at once
+(`runtime/replicas.py`): outfeeds gain a replica axis, each replica keeps its own
+variables on the device between executions, and the host sees replica 0's.
+
 During an execution numpy's BLAS runs on one thread: the simulator's matmuls are
 small and many, and a multi-threaded BLAS spinning beside TensorFlow's own threads
 made them up to 60x slower on two cores.
@@ -18,7 +22,9 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ipu_keras import profiling
+from ipu_keras.distributed.process_group import active_group
 from ipu_keras.runtime.feeds import StreamSet
+from ipu_keras.runtime.replicas import combine_outfeeds, replication_factor, run_replicas
 from ipu_keras.simulator.engine import Engine
 from ipu_keras.simulator.strict import StrictEngine
 
@@ -53,7 +59,11 @@ class Session:
         self.executable = executable
         if floating_point is not None and hasattr(floating_point, "to_dict"):
             floating_point = floating_point.to_dict()
-        self.engine = (StrictEngine if strict else Engine)(executable, floating_point)
+        engine = StrictEngine if strict else Engine
+        self.replicas = replication_factor(executable)
+        self.engines = [engine(executable, floating_point) for _ in range(self.replicas)]
+        self.engine = self.engines[0]
+        self._replica_states = self._written_back = None
         self.variables = variables
         self.written = [i for i, v in enumerate(executable.variables) if v["written"]]
         self.infeeds = list(infeeds)
@@ -62,20 +72,50 @@ class Session:
         self.run_index = 0
 
     def run(self, inputs):
-        """Run the executable once on `inputs` (numpy arrays); returns its outputs."""
+        """Run the executable once on `inputs` (numpy arrays); returns its outputs (those
+        of replica 0 when replicated)."""
         state = [np.asarray(v.numpy()) for v in self.variables]
-        streams = StreamSet(self.infeeds, len(self.outfeed_queues))
-        try:
-            with _single_threaded_blas():
-                outputs = self.engine.run(inputs, state, streams)
-        except BaseException:
-            streams.give_back()
-            raise
+        group = active_group()
+        if self.replicas > 1 or group is not None:
+            outputs, enqueued = self._run_replicas(inputs, state, group)
+        else:
+            streams = StreamSet(self.infeeds, len(self.outfeed_queues))
+            try:
+                with _single_threaded_blas():
+                    outputs = self.engine.run(inputs, state, streams)
+            except BaseException:
+                streams.give_back()
+                raise
+            enqueued = streams.enqueued
         for i in self.written:
             self.variables[i].assign(state[i])
-        for q, elements in zip(self.outfeed_queues, streams.enqueued):
+        for q, elements in zip(self.outfeed_queues, enqueued):
             q._deliver(elements)
         self.last_cycles = self.engine.cycles()
         profiling.record(self.executable, self.engine)
         self.run_index = next(_runs)
         return [np.asarray(o) for o in outputs]
+
+    def _run_replicas(self, inputs, state, group=None):
+        """Runs every replica; `state` becomes replica 0's. Returns (outputs, enqueued).
+
+        Like the IPU, each replica keeps its own variables between executions (the host
+        sees replica 0's); a variable the host changed since (a Keras metric reset, a
+        `set_weights`) is given to every replica again. A distributed run's first
+        execution takes its variables from instance 0."""
+        kept, snapshot = self._replica_states, self._written_back
+        if group is not None and kept is None:   # a distributed run starts from equal weights
+            state[:] = group.broadcast(state)
+        states = [state]
+        for r in range(1, self.replicas):
+            states.append([
+                kept[r][i] if kept and np.array_equal(value, snapshot[i])
+                else np.array(value, copy=True) for i, value in enumerate(state)])
+        with _single_threaded_blas():
+            outputs, streams = run_replicas(self.engines, inputs, states, self.infeeds,
+                                            len(self.outfeed_queues), group)
+        self._replica_states = states
+        self._written_back = [np.array(a, copy=True) for a in state]
+        if self.replicas == 1:   # one local replica of a distributed run: no replica axis
+            return outputs[0], streams[0].enqueued
+        return outputs[0], combine_outfeeds(streams)

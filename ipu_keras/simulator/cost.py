@@ -117,6 +117,19 @@ def sync_cycles(target, external=False):
     return target.external_sync_cycles if external else target.internal_sync_cycles
 
 
+def all_reduce_cycles(nbytes, replicas, target):
+    """Cycles of a ring all-reduce of `nbytes` on each of `replicas` replicas.
+
+    A ring reduce-scatter then all-gather: 2 (R - 1) steps, each moving 1/R of the
+    tensor to the next replica over the IPU-Links and synchronising every IPU (an
+    external sync); nothing when there is one replica."""
+    if replicas <= 1 or nbytes <= 0:
+        return 0
+    steps = 2 * (replicas - 1)
+    chunk = math.ceil(nbytes / replicas)
+    return steps * (ipu_link_cycles(chunk, target) + sync_cycles(target, external=True))
+
+
 def ipu_link_cycles(nbytes, target):
     """Cycles to move `nbytes` from one IPU to another over its IPU-Links."""
     if nbytes <= 0:

@@ -8,7 +8,8 @@ cost tables the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
-with `pull(feed) -> [arrays]` and `push(feed, [arrays])`).
+with `pull(feed) -> [arrays]`, `push(feed, [arrays])` and, for the collectives across
+replicas, `collective(op, [arrays], params) -> array`).
 
 Floating-point traps (`IPUConfig.floating_point_behaviour`): the IPU can trap on the
 tile when an op produces an invalid result (`inv`), divides by zero (`div0`) or
@@ -163,6 +164,13 @@ class Engine:
     def _step_outfeed(self, feed, ins):
         def run(env):
             self._streams.push(feed, [env[i] for i in ins])
+        return run
+
+    def _step_collective(self, op, ins, outs, params):
+        (out,) = outs
+
+        def run(env):
+            env[out] = self._streams.collective(op, [env[i] for i in ins], params)
         return run
 
     def _step_while(self, carry, cond, cond_in, cond_out, body, body_in, body_out, outs):

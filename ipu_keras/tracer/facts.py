@@ -181,6 +181,8 @@ def _element_const(facts, items, value):
 def _rule_call(facts, node, results):
     """Results of a call or a conditional: what all the bodies it may run agree on."""
     bodies = list(node.called.values())
+    if not bodies:   # a call marked as one IPU op: its importer's op, no body
+        return
     dense = [v for v in results if hasattr(v, "id")]
     for i, value in enumerate(dense):
         fact = facts.of(bodies[0].outputs[i])

@@ -1,5 +1,6 @@
 """CTCLoss against tf.nn.ctc_loss's batch mean; the beam-search layers on data whose best
 labelling is known."""
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -72,3 +73,67 @@ def test_beam_search_decodes_the_dominant_labelling(blank_index):
 def test_config_round_trips(cls):
     layer = cls(blank_index=3, from_logits=True)
     assert cls.from_config(layer.get_config()).get_config() == layer.get_config()
+
+
+def _ctc_model(cls, blank_index):
+    """Features [B, T, F] -> Dense -> time-major -> CTCLoss; outputs the mean loss."""
+    features = keras.Input((T, 6), batch_size=B, name="features")
+    labels = keras.Input((L,), batch_size=B, dtype="int32", name="labels")
+    label_length = keras.Input((), batch_size=B, dtype="int32", name="label_length")
+    data_length = keras.Input((), batch_size=B, dtype="int32", name="data_length")
+    logits = keras.layers.Dense(C, name="logits")(features)
+    time_major = keras.ops.transpose(logits, (1, 0, 2))
+    loss = ipu_layers.CTCLoss(blank_index=blank_index, from_logits=True)(
+        labels, time_major, label_length, data_length)
+    model = cls([features, labels, label_length, data_length], loss)
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss=lambda _, y_pred: y_pred,
+                  steps_per_execution=2)
+    return model
+
+
+@pytest.mark.slow
+def test_a_model_trained_with_ctc_loss_on_the_ipu_equals_keras_on_the_cpu(batch):
+    import ipu_keras
+
+    _, labels, label_length, data_length = batch
+    labels = np.where(labels == C - 1, 1, labels)   # no label may be the blank
+    rng = np.random.default_rng(1)
+    n = 4 * B
+    inputs = {"features": rng.standard_normal((n, T, 6)).astype(np.float32),
+              "labels": np.tile(labels, (4, 1)), "label_length": np.tile(label_length, 4),
+              "data_length": np.tile(data_length, 4)}
+    dummy = np.zeros((n,), np.float32)
+    keras.utils.set_random_seed(0)
+    on_ipu = _ctc_model(ipu_keras.Model, C - 1)
+    on_cpu = _ctc_model(keras.Model, C - 1)
+    on_cpu.set_weights(on_ipu.get_weights())
+    got = on_ipu.fit(inputs, dummy, batch_size=B, epochs=2, shuffle=False,
+                    verbose=0).history["loss"]
+    want = on_cpu.fit(inputs, dummy, batch_size=B, epochs=2, shuffle=False,
+                    verbose=0).history["loss"]
+    tolerances.FLOAT32.assert_close(got, want)
+    assert got[1] < got[0]
+    for g, w in zip(on_ipu.get_weights(), on_cpu.get_weights()):
+        tolerances.FLOAT32.assert_close(g, w)
+
+
+def test_the_inference_layers_run_in_an_ipu_model_like_keras_on_the_cpu(batch):
+    import ipu_keras
+
+    logits, _, _, data_length = batch
+
+    def build(cls):
+        data = keras.Input((B, C), batch_size=T, name="data")   # time-major: T is the batch
+        length = keras.Input((), batch_size=B, dtype="int32", name="length")
+        neg, lengths, decoded = ipu_layers.CTCInferenceLayer(
+            blank_index=2, beam_width=6, top_paths=2, from_logits=True)(data, length)
+        best = ipu_layers.CTCPredictionsLayer(blank_index=2, beam_width=6, top_paths=2,
+                                              from_logits=True)(data, length)
+        return cls([data, length], [neg, lengths, decoded, best])
+
+    inputs = [logits, data_length]
+    got = ipu_keras.Model.predict_on_batch(build(ipu_keras.Model), inputs)
+    want = build(keras.Model)(inputs)
+    tolerances.FLOAT32.assert_close(got[0], np.asarray(want[0]))
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_array_equal(g, np.asarray(w))

@@ -78,24 +78,25 @@ def test_initial_state_and_unit_forget_bias(x):
     np.testing.assert_array_equal(np.asarray(fresh.biases), [0] * U + [1] * U + [0] * 2 * U)
 
 
-def test_dropout_mask_is_shared_over_time():
+def test_dropout_mask_is_shared_over_time(monkeypatch):
+    from ipu_keras import rand_ops
+
     ones = np.ones((B, T, F), np.float32)
     layer = ipu_layers.PopnnGRU(U, dropout=0.5, dropout_seed=[1, 2], kernel_initializer="ones")
     seen = []
-    original = layer._step
+    original = rand_ops.regenerating_dropout
 
-    def spy(projected, states, recurrent, biases):
-        seen.append(np.asarray(projected))
-        return original(projected, states, recurrent, biases)
+    def spy(x, seed, rate, axes):
+        seen.append(np.asarray(original(x, seed, rate, axes)))   # eager: [T, B, F]
+        return seen[-1]
 
-    layer._step = spy
-    dropped = np.asarray(layer(ones, training=True))  # eager: the loop runs in Python
-    # With a kernel of ones each projected unit sums the kept inputs of its sample: the
-    # same number at every timestep when the mask is shared over time, and not all F.
-    assert len(seen) == T
-    for projected in seen[1:]:
-        np.testing.assert_array_equal(projected, seen[0])
-    assert (seen[0] < F).any()
+    monkeypatch.setattr(rand_ops, "regenerating_dropout", spy)
+    dropped = np.asarray(layer(ones, training=True))
+    # The dropped inputs [T, B, F]: the same mask at every timestep, and not all kept.
+    (inputs,) = seen
+    for step in inputs[1:]:
+        np.testing.assert_array_equal(step, inputs[0])
+    assert (inputs[0] == 0).any() and (inputs[0] != 0).any()
     np.testing.assert_array_equal(np.asarray(layer(ones, training=True)), dropped)
     assert not np.allclose(np.asarray(layer(ones, training=False)), dropped)
 

@@ -6,13 +6,15 @@ import pytest
 LAYERS = ["AssumeEqualAcrossReplicas", "CTCInferenceLayer", "CTCLoss", "CTCPredictionsLayer",
           "SerialDense", "Dropout", "Embedding", "GroupNorm", "InstanceNorm", "LayerNorm",
           "GroupNormalization", "InstanceNormalization", "LayerNormalization",
-          "RecomputationCheckpoint", "PopnnLSTM", "LSTM", "PopnnGRU", "GRU"]
+          "RecomputationCheckpoint", "PopnnLSTM", "LSTM", "PopnnGRU", "GRU",
+          "EffectiveTransformer"]
 OPTIMIZERS = ["IpuOptimizerBase", "AdamIpuOptimizer", "LAMBIpuOptimizer", "SGDIpuOptimizer"]
 MODULES = {
     "keras.layers.dense": "SerialDense", "keras.layers.dropout": "Dropout",
     "keras.layers.embedding_lookup": "Embedding", "keras.layers.normalization": "GroupNorm",
     "keras.layers.rnn": "PopnnLSTM", "keras.layers.ctc": "CTCLoss",
     "keras.layers.recomputation": "RecomputationCheckpoint",
+    "keras.layers.effective_transformer": "EffectiveTransformer",
     "keras.layers.assume_equal_across_replicas": "AssumeEqualAcrossReplicas",
     "keras.optimizers.adam_optimizer": "AdamIpuOptimizer",
     "keras.optimizers.lamb_optimizer": "LAMBIpuOptimizer",

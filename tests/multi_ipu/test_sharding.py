@@ -90,19 +90,19 @@ def test_a_device_size_that_is_not_a_power_of_two_up_to_64_is_refused(count):
         cfg.configure_ipu_system()
 
 
-def test_spare_ipus_run_one_replica_and_say_so_once(caplog):
+def test_spare_ipus_run_replicas_and_say_so_once(caplog):
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = 8
     cfg.ipu_model.tiles_per_ipu = 8
     cfg.configure_ipu_system()
     try:
-        with caplog.at_level(logging.WARNING, logger="ipu_keras"):
+        with caplog.at_level(logging.INFO, logger="ipu_keras"):
             for _ in range(2):
                 out = ipu.ipu_compiler.compile(sharded_graph, SEED_INPUTS)
         np.testing.assert_array_equal(out[0], [4., 14.])
     finally:
         ipu.config.reset_ipu_configuration()
-    said = [r for r in caplog.records if "replication factor of 2" in r.getMessage()]
+    said = [r for r in caplog.records if "2 replicas of it run" in r.getMessage()]
     assert len(said) == 1
 
 

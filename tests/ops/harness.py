@@ -74,10 +74,12 @@ def op_types(graph):
     found = set()
     for op in graph.get_operations():
         found.add(op.type)
+        if "_ipu_op" in op.node_def.attr:   # a call marked as one IPU op (tracer/marked.py)
+            found.add(op.node_def.attr["_ipu_op"].s.decode())
         for attr in ("f", "body", "cond", "then_branch", "else_branch"):
             if attr in op.node_def.attr:
                 fn = graph._functions.get(op.node_def.attr[attr].func.name)
-                if fn is not None:
+                if hasattr(fn, "graph"):  # not a legacy Defun, which has no graph
                     found |= op_types(fn.graph)
     return found
 

@@ -40,6 +40,7 @@ def test_every_tf_type_has_a_case():
 
 
 def test_multi_head_attention_forward_and_gradient():
+    keras.utils.set_random_seed(3)   # the weights, whatever ran before
     layer = keras.layers.MultiHeadAttention(2, 4)
     q, v = f32(2, 5, 6), f32(2, 3, 6)
     layer(q, v)
@@ -54,5 +55,6 @@ def test_multi_head_attention_forward_and_gradient():
     expected = fn(tf.constant(q), tf.constant(v))
     got = ipu_keras.ipu_compiler.compile(fn, [q, v])
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
-        T.FLOAT32.assert_close(g, np.asarray(e))
+    T.FLOAT32.assert_close(got[0], np.asarray(expected[0]))
+    for g, e in zip(got[1:], expected[1:]):
+        T.FLOAT32_ATTENTION_GRAD_30.assert_close(g, np.asarray(e))

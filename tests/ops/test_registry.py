@@ -19,9 +19,10 @@ def test_every_op_has_every_rule():
         assert opdef.module.startswith("ipu_keras.ops."), f"{name}: registered from {opdef.module}"
 
 
-def test_engine_ops_are_exactly_the_state_and_control_ops():
+def test_engine_ops_are_exactly_the_state_control_and_collective_ops():
     engine = {n for n, o in registry.all_ops().items() if o.engine}
-    assert engine == {"read_var", "write_var", "infeed", "outfeed", "while", "if", "call"}
+    assert engine == {"read_var", "write_var", "infeed", "outfeed", "while", "if", "call",
+                      "all_reduce", "replication_index"}
 
 
 def test_every_importer_takes_a_node_and_a_builder():

@@ -21,15 +21,18 @@ block 0 adds `variables`, `[var, start, tiles, per_tile]` per variable.
 import math
 
 from ipu_keras.compiler.passes import traffic
+from ipu_keras.errors import ReplicationError
+from ipu_keras.ops.collective import COLLECTIVE_OPS
 from ipu_keras.ops.registry import get_op
 from ipu_keras.simulator import cost as cost_model
 
 
 class _Lowering:
-    def __init__(self, tile_map, target, pipelines=None):
+    def __init__(self, tile_map, target, pipelines=None, replicas=1):
         self.map = tile_map
         self.target = target
         self.pipelines = pipelines or {}
+        self.replicas = replicas
         self.slots = {}
         self.blocks = []
         self.constants = []
@@ -95,6 +98,15 @@ class _Lowering:
             return ["infeed", p["infeed"], outs]
         if eqn.op == "outfeed":
             return ["outfeed", p["outfeed"], ins]
+        if eqn.op in COLLECTIVE_OPS:
+            size = p.get("group_size")
+            if size and self.replicas % size:
+                raise ReplicationError(
+                    f"A cross-replica reduction over groups of {size} replicas expected the "
+                    f"group size to divide the replication factor. Received: "
+                    f"replica_group_size={size}, replication factor {self.replicas} (from "
+                    f"{eqn.source}). Use a divisor of {self.replicas}, or None for all.")
+            return ["collective", eqn.op, ins, outs, p]
         if eqn.op == "while":
             cond, body = p["cond"], p["body"]
             step = ["while", ins, self.block(cond), self.slots_of(cond.inputs),
@@ -124,8 +136,12 @@ class _Lowering:
     def cycles(self, eqn):
         """[compute, exchange, sync, host_io] cycles of one execution of `eqn`."""
         target = self.target
-        if eqn.op in ("const", "read_var", "while", "if", "call"):
+        if eqn.op in ("const", "read_var", "while", "if", "call", "replication_index"):
             return [0, 0, 0, 0]
+        if eqn.op == "all_reduce":   # over the IPU-Links, replica to replica
+            group = eqn.params["group_size"] or self.replicas
+            return [0, 0, 0, 0] if group <= 1 else [
+                0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
         if eqn.op in ("infeed", "outfeed"):
             # A stream copy synchronises with the host: an external sync.
             nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
@@ -140,8 +156,11 @@ class _Lowering:
             return self._reduction(eqn)
         received = traffic.received_bytes(eqn, self.map)
         exchange = cost_model.exchange_cycles(int(received.max(initial=0)), target)
-        compute, mapping = self._compute(eqn)
+        compute, mapping, work = self._compute(eqn)
         supersteps = 1 if compute or exchange else 0
+        if work.steps > 1:   # a recurrence: each step receives the carried state, then syncs
+            exchange += work.steps * cost_model.exchange_cycles(work.carried, target)
+            supersteps = max(supersteps, work.steps)
         external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
         if eqn.op == "ipu_copy":   # over the IPU-Links, then onto the destination tiles
             exchange += cost_model.ipu_link_cycles(eqn.inputs[0].type.nbytes, target)
@@ -173,7 +192,7 @@ class _Lowering:
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
 
     def _compute(self, eqn):
-        """(compute cycles on the slowest tile, mapping of the work)."""
+        """(compute cycles on the slowest tile, mapping of the work, the op's `Work`)."""
         target, n = self.target, self.map.num_tiles
         opdef = get_op(eqn.op)
         work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
@@ -185,12 +204,22 @@ class _Lowering:
             anchors = [(v, self.map.values.get(v.id)) for v in eqn.outputs]
         anchors = [(v, m) for v, m in anchors if m is not None and v.type.size]
         if not anchors:
-            return 0, None
-        # Work in proportion to the output elements a tile owns (of its busiest output).
-        busiest = max(int(m.elements(v.type.size, n).max(initial=0)) * work.amount
-                      / v.type.size for v, m in anchors)
-        units = math.ceil(busiest)
-        return cost_model.compute_cycles(work.kind, units, dtype, target), anchors[0][1]
+            return 0, None, work
+        # Work in proportion to the elements a tile owns of the op's largest output: the
+        # one its work produces. A small side output (batch norm's statistics, a CTC loss
+        # per example, an RNN's final state) lives on few tiles and must not make them
+        # look as if they did all the work.
+        v, m = max(anchors, key=lambda a: a[0].type.size)
+        if work.steps == 1:
+            units = math.ceil(int(m.elements(v.type.size, n).max(initial=0)) * work.amount
+                              / v.type.size)
+            return cost_model.compute_cycles(work.kind, units, dtype, target), m, work
+        # A recurrence: each step's share of the output, spread evenly over the output's
+        # tiles, one step after the other.
+        per_step = math.ceil(v.type.size / work.steps)
+        units = math.ceil(work.amount / work.steps / min(m.tiles, per_step))
+        return (work.steps * cost_model.compute_cycles(work.kind, units, dtype, target),
+                m, work)
 
     def _spans_ipus(self, start, tiles):
         per_ipu = self.map.tiles_per_ipu or self.map.num_tiles
@@ -215,11 +244,12 @@ def _profile_row(eqn, cycles, step):
     return [eqn.op, eqn.source.layer, list(cycles), subs]
 
 
-def lower(graph, tile_map, target, pipelines=None):
+def lower(graph, tile_map, target, pipelines=None, replicas=1):
     """Returns (blocks, constants, input slots, output slots, number of slots).
 
-    `pipelines` (from `passes/pipeline.py`) gives the schedule of each pipeline loop."""
-    lowering = _Lowering(tile_map, target, pipelines)
+    `pipelines` (from `passes/pipeline.py`) gives the schedule of each pipeline loop;
+    `replicas` is the replication factor an all-reduce spans."""
+    lowering = _Lowering(tile_map, target, pipelines, replicas)
     lowering.block(graph)
     lowering.blocks[0]["tiles"]["variables"] = [
         [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]

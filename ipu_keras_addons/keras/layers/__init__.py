@@ -4,6 +4,7 @@ from ipu_keras_addons.keras.layers.ctc import CTCLoss
 from ipu_keras_addons.keras.layers.ctc import CTCPredictionsLayer
 from ipu_keras_addons.keras.layers.dense import SerialDense
 from ipu_keras_addons.keras.layers.dropout import Dropout
+from ipu_keras_addons.keras.layers.effective_transformer import EffectiveTransformer
 from ipu_keras_addons.keras.layers.embedding_lookup import Embedding
 from ipu_keras_addons.keras.layers.assume_equal_across_replicas import AssumeEqualAcrossReplicas
 from ipu_keras_addons.keras.layers.recomputation import RecomputationCheckpoint
@@ -20,7 +21,7 @@ from ipu_keras_addons.keras.layers.rnn import PopnnLSTM
 
 __all__ = [
     "AssumeEqualAcrossReplicas", "CTCInferenceLayer", "CTCLoss", "CTCPredictionsLayer",
-    "Dropout", "Embedding", "GroupNorm", "GroupNormalization", "GRU", "InstanceNorm",
+    "Dropout", "EffectiveTransformer", "Embedding", "GroupNorm", "GroupNormalization", "GRU", "InstanceNorm",
     "InstanceNormalization", "LayerNorm", "LayerNormalization", "LSTM", "PopnnGRU",
     "PopnnLSTM", "RecomputationCheckpoint", "SerialDense",
 ]

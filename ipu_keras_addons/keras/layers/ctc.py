@@ -2,13 +2,14 @@
 classification on time-major data [T, B, C], with any class as the blank.
 
 CTCLoss returns the batch mean of the per-example losses with shape [1] (a model outputs
-it and is compiled with a loss that returns y_pred). The inference layers run a beam
-search; it uses TensorFlow's CTC beam search decoder, which the simulated device does not
-run: use them in eager code or in a model run by Keras on the CPU.
+it and is compiled with a loss that returns y_pred); it is PopLibs' CTC loss op
+(`ipu.nn_ops`, `ops/ctc.py`), which makes the loss and its gradient in one pass. The
+inference layers run the CTC beam search op (TensorFlow's decoder's numbers).
 """
 import keras
 import tensorflow as tf
 
+from ipu_keras import nn_ops
 from ipu_keras_addons.keras.layers.ipu_layer import serializable
 
 
@@ -32,10 +33,8 @@ class CTCLoss(keras.layers.Layer):
         del kwargs
         if not self.from_logits:
             data = tf.nn.log_softmax(data, axis=-1)  # identity on log probabilities
-        loss = tf.nn.ctc_loss(tf.cast(labels, tf.int32), data,
-                              tf.cast(tf.reshape(label_length, [-1]), tf.int32),
-                              tf.cast(tf.reshape(data_length, [-1]), tf.int32),
-                              logits_time_major=True, blank_index=self.blank_index)
+        loss = nn_ops.ctc_loss_and_gradient(labels, data, label_length, data_length,
+                                            self.blank_index)
         return tf.reshape(tf.reduce_mean(loss), [1])
 
     def compute_output_shape(self, *args, **kwargs):
@@ -45,27 +44,6 @@ class CTCLoss(keras.layers.Layer):
         config = super().get_config()
         config.update({"blank_index": self.blank_index, "from_logits": self.from_logits})
         return config
-
-
-def _beam_search(data, data_length, blank_index, beam_width, top_paths):
-    """(neg log probs [B, P], lengths [B, P], decoded [B, P, T]) by beam search."""
-    steps, classes = data.shape[0], data.shape[-1]
-    order = [c for c in range(classes) if c != blank_index] + [blank_index]
-    moved = tf.gather(data, order, axis=2)  # TensorFlow's decoder wants the blank last
-    decoded, log_probs = tf.nn.ctc_beam_search_decoder(
-        moved, tf.cast(tf.reshape(data_length, [-1]), tf.int32), beam_width=beam_width,
-        top_paths=top_paths)
-    batch = tf.shape(data)[1]
-    paths, lengths = [], []
-    for sparse in decoded:
-        dense = tf.sparse.to_dense(sparse, default_value=classes - 1)
-        dense = tf.pad(dense, [[0, 0], [0, steps - tf.shape(dense)[1]]],
-                       constant_values=classes - 1)
-        paths.append(tf.gather(tf.constant(order, tf.int64), dense))
-        lengths.append(tf.math.bincount(tf.cast(sparse.indices[:, 0], tf.int32),
-                                        minlength=batch, maxlength=batch))
-    return (-log_probs, tf.stack(lengths, 1),
-            tf.cast(tf.stack(paths, 1), tf.int32))
 
 
 @serializable
@@ -93,8 +71,8 @@ class CTCInferenceLayer(keras.layers.Layer):
         del kwargs
         if self.from_logits:
             data = tf.nn.log_softmax(data, axis=-1)
-        return _beam_search(data, data_length, self.blank_index, self.beam_width,
-                            self.top_paths)
+        return nn_ops.ctc_beam_search_decoder_with_log_probs(
+            data, data_length, self.beam_width, self.top_paths, self.blank_index)
 
     def get_config(self):
         config = super().get_config()

@@ -1,13 +1,18 @@
 """Dropout as on the IPU: a seed pair makes the mask repeat; `noise_shape` broadcasts it.
 
 With `seed=[a, b]` the mask comes from a stateless generator keyed by that pair, so every
-call draws the same mask (the original regenerates it from the seed in the backward pass
-instead of storing it). Without a seed each call draws a fresh mask.
+call draws the same mask. Without a seed each call draws a fresh seed from the layer's
+seed generator. With `ref=True` (the default) the layer is PopLibs' dropout op
+(`ipu_keras.rand_ops`, `ops/dropout.py`), which regenerates its mask from the seed in
+the backward pass instead of storing it; `ref=False` builds the same numbers from plain
+TensorFlow ops, whose mask stays live until the backward pass.
 """
 import keras
 import numpy as np
 import tensorflow as tf
 
+from ipu_keras import rand_ops
+from ipu_keras.ops import dropout as dropout_op
 from ipu_keras_addons.keras.layers.ipu_layer import argument_error, serializable
 
 
@@ -55,8 +60,12 @@ class Dropout(keras.layers.Layer):
     def call(self, inputs, training=None):
         if not training or self.rate == 0:
             return inputs
-        return dropout(inputs, self.rate, self._mask_shape(inputs),
-                       self.seed if self.seed is not None else self.seed_generator)
+        mask_shape = self._mask_shape(inputs)
+        seed = seed_tensor(self.seed if self.seed is not None else self.seed_generator)
+        if self.ref:
+            axes = tuple(a for a, n in enumerate(self.noise_shape or ()) if n == 1)
+            return rand_ops.regenerating_dropout(inputs, seed, self.rate, axes)
+        return dropout(inputs, self.rate, mask_shape, seed)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -68,16 +77,22 @@ class Dropout(keras.layers.Layer):
         return config
 
 
+def seed_tensor(seed):
+    """An int32 seed pair tensor from a pair of ints (the same mask on every call) or a
+    `keras.random.SeedGenerator` (a fresh seed each call)."""
+    if isinstance(seed, keras.random.SeedGenerator):
+        return tf.cast(tf.math.floormod(seed.next(), 2**31 - 1), tf.int32)
+    return tf.constant(seed, tf.int32)
+
+
 def dropout(inputs, rate, mask_shape, seed):
     """Zeroes elements with probability `rate` (mask of `mask_shape`, broadcast over the
-    inputs) and scales the rest by 1 / (1 - rate). `seed` is a pair of ints (the same
-    mask on every call) or a `keras.random.SeedGenerator` (a fresh mask each call)."""
-    if isinstance(seed, keras.random.SeedGenerator):
-        uniform = keras.random.uniform(mask_shape, dtype=inputs.dtype, seed=seed)
-    else:
-        uniform = tf.random.stateless_uniform(mask_shape, seed=seed, dtype=inputs.dtype)
-    keep = tf.cast(uniform >= rate, inputs.dtype)
-    return inputs * keep * tf.cast(1.0 / (1.0 - rate), inputs.dtype)
+    inputs) and scales the rest by 1 / (1 - rate), from plain TensorFlow ops (the mask is
+    a tensor the backward pass reads). `seed` is an int32 pair tensor."""
+    rate_c, scale_c = dropout_op.constants(rate, inputs.dtype.as_numpy_dtype)
+    uniform = tf.random.stateless_uniform(mask_shape, seed=seed, dtype=inputs.dtype)
+    keep = tf.cast(uniform >= tf.constant(rate_c, inputs.dtype), inputs.dtype)
+    return inputs * keep * tf.constant(scale_c, inputs.dtype)
 
 
 def _bad_seed(seed):

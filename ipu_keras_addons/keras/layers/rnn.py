@@ -2,15 +2,19 @@
 
 Weights are Keras' (`kernel` [in, g*u], `recurrent_kernel` [u, g*u], `biases`) with Keras'
 gate order (LSTM i, f, c, o; GRU z, r, h), so weights copy across from
-`keras.layers.LSTM` / `keras.layers.GRU` and give the same numbers. The input projection
-of all timesteps is one matmul; the recurrence is a loop over time. Dropout applies to
-the inputs only, with one mask shared by every timestep.
+`keras.layers.LSTM` / `keras.layers.GRU` and give the same numbers. The whole recurrence
+is one IPU op, forward and backward (`ipu_keras/ops/rnn.py`): a call marked
+"PopnnLSTMLayer" / "PopnnGRULayer" whose body, which TensorFlow runs on the CPU, is the
+input projection of all timesteps as one matmul and a loop over time. Dropout applies
+to the inputs only, with one mask shared by every timestep.
 """
 import keras
 import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError
-from ipu_keras_addons.keras.layers.dropout import dropout as apply_dropout
+from ipu_keras import rand_ops
+from ipu_keras.tracer.marked import marked_with_gradient
+from ipu_keras_addons.keras.layers.dropout import seed_tensor
 from ipu_keras_addons.keras.layers.ipu_layer import IPULayer, serializable
 
 ACTIVATIONS = ("tanh", "relu", "softmax", "sigmoid", "hard_sigmoid")
@@ -139,11 +143,11 @@ class _PopnnRNN(IPULayer):
         training = training if isinstance(training, bool) else True
         if self.dropout > 0 and training:
             seed = self.dropout_seed if self.dropout_seed is not None else self._seed_generator
-            noise = tf.concat([[1], tf.shape(xs)[1:]], 0)
-            xs = apply_dropout(xs, self.dropout, noise, seed)
+            # one mask for every timestep: broadcast along the time axis
+            xs = rand_ops.regenerating_dropout(xs, seed_tensor(seed), self.dropout, (0,))
         batch = xs.shape[1] if xs.shape[1] is not None else tf.shape(xs)[1]
         states = self._initial_states(initial_state, batch, xs.dtype)
-        outputs, states = self._loop(xs, states)
+        outputs, states = self._fused(xs, states)
         if self.stateful:
             for variable, value in zip(self.states, states):
                 variable.assign(tf.cast(value, variable.dtype))
@@ -152,12 +156,29 @@ class _PopnnRNN(IPULayer):
             output = tf.transpose(outputs, [1, 0, 2])
         return [output] + list(states) if self.return_state else output
 
-    def _loop(self, xs, states):
+    def _fused(self, xs, states):
+        """The recurrence as one marked IPU op: (outputs [T, B, u], final states)."""
+        weights = [tf.cast(w, xs.dtype) for w in (self.kernel, self.recurrent_kernel,
+                                                  self.biases)]
+        params = {"activation": _name(self.activation),
+                  "recurrent_activation": _name(self.recurrent_activation),
+                  **self._cell_params()}
+
+        def body(xs, kernel, recurrent, biases, *states):
+            outputs, final = self._loop(xs, list(states), kernel, recurrent, biases)
+            return (outputs,) + tuple(final)
+
+        result = marked_with_gradient(f"Popnn{self.KIND}Layer",
+                                      f"Popnn{self.KIND}LayerBackprop", body,
+                                      [xs] + weights + list(states), params)
+        return result[0], list(result[1:])
+
+    def _cell_params(self):
+        return {}
+
+    def _loop(self, xs, states, kernel, recurrent, biases):
         """Runs `_step` over time; returns the outputs [T, B, u] and the final states."""
         steps = xs.shape[0]
-        kernel, recurrent = (tf.cast(w, xs.dtype) for w in (self.kernel,
-                                                             self.recurrent_kernel))
-        biases = tf.cast(self.biases, xs.dtype)
         projected = self._project(xs, kernel, biases)
         element = tf.TensorShape([xs.shape[1], projected.shape[-1]])
         projected = tf.TensorArray(xs.dtype, size=projected.shape[0] or tf.shape(xs)[0],
@@ -204,6 +225,11 @@ class _PopnnRNN(IPULayer):
             "seed": self.seed, "time_major": self.time_major,
         })
         return config
+
+
+def _name(activation):
+    return activation if isinstance(activation, str) else keras.activations.serialize(
+        activation)
 
 
 def _input_projection(xs, kernel, bias):
@@ -301,6 +327,9 @@ class PopnnGRU(_PopnnRNN):
 
     def _bias_shape(self):
         return (2, 3 * self.units) if self.reset_after else (3 * self.units,)
+
+    def _cell_params(self):
+        return {"reset_after": bool(self.reset_after)}
 
     def _project(self, xs, kernel, biases):
         return _input_projection(xs, kernel, biases[0] if self.reset_after else biases)
