@@ -211,16 +211,21 @@ def _erf(x):
     return np.copysign(out, z)
 
 
+_CHUNK = 1 << 16
+
+
 def _erfc(x):
-    z = np.asarray(x, dtype=np.float64)
-    small = np.abs(z) < 0.5
-    out = np.empty_like(z)
-    s = z[small]  # 1 - erf(s), with erf(s) = s * series(s * s) as in `_erf`
-    out[small] = 1 - s * _horner(_ERF_SERIES, s * s)
-    big = z[~small]
-    tail = _erfc_tail(np.abs(big))
-    out[~small] = np.where(big > 0, tail, 2 - tail)
-    return out
+    """erfc by the fit of `_erfc_tail` everywhere (relative error below 1.2e-7 for x >= 0;
+    erfc(-x) = 2 - erfc(x) >= 1), in float64, a chunk of `_CHUNK` elements at a time so
+    that the dozen temporaries stay in the cache (GELU's erfc of a transformer's hidden
+    layer is millions of elements)."""
+    flat = np.ravel(x)
+    out = np.empty(flat.shape, np.float64)
+    for i in range(0, flat.size, _CHUNK):
+        z = flat[i:i + _CHUNK].astype(np.float64)
+        tail = _erfc_tail(np.abs(z))
+        out[i:i + _CHUNK] = np.where(z < 0, 2 - tail, tail)
+    return out.reshape(np.shape(x))
 
 
 # ------------------------------------------------------------------ the ops
