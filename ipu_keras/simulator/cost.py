@@ -14,10 +14,10 @@ The model, per compute set (a superstep: sync, exchange, compute):
   4 x float16; integers 1). So a tile with `e` elements takes
   `workers * ceil(ceil(e / workers) * instructions_per_element / width)` cycles.
 * AMP work: multiply-accumulates / the target's AMP rate for the input dtype (and
-  partials type, if the target lists a separate rate as "float16.half"). A planned
-  matmul or convolution is charged as poplin's AMP vertex runs (`amp_vertex_cycles`):
-  whole input x output channel groups, per-pass overheads and weight loads, unless the
-  vector path (one multiply-accumulate per lane per instruction) is cheaper.
+  partials type, if the target lists a separate rate as "float16.half").
+  `amp_vertex_cycles` models poplin's AMP vertex (whole input x output channel groups,
+  per-pass overheads, weight loads, or the vector path when cheaper); the planner does
+  not use it yet.
 * copies: bytes / `memcpy_bytes_per_cycle`.
 * every vertex pays `VERTEX_OVERHEAD_CYCLES` (the supervisor launching workers); an
   elementwise op's loop costs `ELEMENTWISE_LOOP_CYCLES` per vector instruction (its
