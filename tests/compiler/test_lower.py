@@ -28,11 +28,12 @@ def test_elementwise_cycles_follow_the_target_by_hand():
     target = small_target(4)
     exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
     # 1024 floats over 4 tiles: 256 per tile, 43 for each of the 6 workers (ceil); a
-    # worker issues one 2 x float32 instruction every 6 cycles: 6 * ceil(43 / 2) = 132.
+    # worker's loop handles one 2 x float32 vector per 3 worker cycles (op, loads and
+    # store), a worker cycle being 6 tile cycles: 6 * 3 * ceil(43 / 2) = 396.
     per_worker = math.ceil(256 / target.workers_per_tile)
     expected = cost.VERTEX_OVERHEAD_CYCLES + target.workers_per_tile * math.ceil(
-        per_worker / target.vector_flops_per_cycle)
-    assert expected == 30 + 132
+        per_worker / target.vector_flops_per_cycle) * cost.ELEMENTWISE_LOOP_CYCLES
+    assert expected == 185 + 396
     assert exe.blocks[0]["cycles"] == {"compute": expected, "exchange": 0,
                                        "sync": target.internal_sync_cycles, "host_io": 0}
 

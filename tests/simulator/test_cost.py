@@ -10,20 +10,22 @@ from tests.graphs import small_target
 
 OVERHEAD = cost.VERTEX_OVERHEAD_CYCLES
 LATENCY = cost.EXCHANGE_LATENCY_CYCLES
+LOOP = cost.ELEMENTWISE_LOOP_CYCLES
 
 
 def test_vector_work_is_split_over_six_barrel_scheduled_workers():
     t = get_target("ipu2")
     assert t.workers_per_tile == 6
-    # float32: 2 per instruction; 100 elements -> 17 per worker -> 9 instructions of 6 cycles.
-    assert cost.compute_cycles("vector", 100, "float32", t) == OVERHEAD + 6 * 9
+    # float32: 2 per instruction; 100 elements -> 17 per worker -> 9 instructions, each
+    # a loop iteration of LOOP worker cycles (6 tile cycles each).
+    assert cost.compute_cycles("vector", 100, "float32", t) == OVERHEAD + 6 * 9 * LOOP
     # float16: 4 per instruction -> 5 instructions.
-    assert cost.compute_cycles("vector", 100, "float16", t) == OVERHEAD + 6 * 5
+    assert cost.compute_cycles("vector", 100, "float16", t) == OVERHEAD + 6 * 5 * LOOP
     # int32 has no SIMD path: 17 instructions.
-    assert cost.compute_cycles("vector", 100, "int32", t) == OVERHEAD + 6 * 17
+    assert cost.compute_cycles("vector", 100, "int32", t) == OVERHEAD + 6 * 17 * LOOP
     # A single element still waits for its worker's slot.
-    assert cost.compute_cycles("vector", 1, "float32", t) == OVERHEAD + 6
-    assert cost.compute_cycles("transcendental", 12, "float32", t) == OVERHEAD + 6 * 8
+    assert cost.compute_cycles("vector", 1, "float32", t) == OVERHEAD + 6 * LOOP
+    assert cost.compute_cycles("transcendental", 12, "float32", t) == OVERHEAD + 6 * 8 * LOOP
     assert cost.compute_cycles("none", 100, "float32", t) == 0
 
 
