@@ -128,8 +128,8 @@ CASES = [
         "one tile). The tutorial's own vertices, 2 MACs per cycle; ours is the planner's "
         "matmul. Matrix and vector already on the device. Outside 2x (about 0.44): the "
         "planner still charges the AMP at its full rate although one output column uses "
-        "1 of its 16 output lanes; `cost.amp_vertex_cycles` (channel groups, per-pass "
-        "overheads) brings it to about 0.61 once the planner uses it.",
+        "1 of its 16 output lanes; charging poplin's 1x1 AMP vertex estimate (whole channel "
+        "groups, per-pass overheads) in the planner gave about 0.61 in a trial.",
         band=(0.4, 2.0)), matvec_10000x1000),
     (Case(
         "popops add 12000 fp32, one tile", 11 + 6 * (29 + math.ceil(2000 / 2) * 3),
@@ -145,8 +145,8 @@ CASES = [
         "SGD: epoch 3 at 166 us/step (Keras progress bar) x 1.33 GHz. We run 8 steps per "
         "execution; host I/O of the infeed included, as in the wall time. Outside 2x "
         "(about 0.46): the convolutions are charged at the AMP's full rate, without its "
-        "channel groups (1 input channel) and per-pass overheads; about 0.55 with "
-        "`cost.amp_vertex_cycles` in the planner.", band=(0.4, 2.0)),
+        "channel groups (1 input channel) and per-pass overheads; about 0.55 with poplin's "
+        "AMP vertex estimate in the planner (a trial).", band=(0.4, 2.0)),
      mnist_cnn_training_step),
     (Case(
         "Keras MNIST CNN train step, 2 replicas", 219e-6 * MK2_CLOCK_HZ, KERAS,
