@@ -319,6 +319,9 @@ def partial_bytes(problem, options):
 def _evaluate(problem, options, target, tiles):
     """Arrays over candidates: (splits, used tiles, temporaries, receive, cycle parts)."""
     chunk, sk, ss = _candidates(problem, tiles)
+    # The k tiles of a chunk each own ceil(chunk / k) of its outputs (`Plan.per_tile`), so
+    # together they cover that many times k: the chunk the operands are needed for.
+    chunk = _ceil(chunk, sk) * sk
     rows, cols, _, _ = _layout(problem)
     depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
     pbytes = partial_bytes(problem, options)
