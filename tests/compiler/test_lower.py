@@ -38,17 +38,25 @@ def test_elementwise_cycles_follow_the_target_by_hand():
                                        "sync": target.internal_sync_cycles, "host_io": 0}
 
 
-def test_matmul_cycles_use_the_amp_rate_and_pay_an_exchange():
+def test_matmul_cycles_use_the_amp_vertex_and_pay_an_exchange():
     b = Builder()
     x = new_input((16, 64), "float32")
     w = b.const(np.ones((64, 16), np.float32))
     y = b.emit("matmul", [x, w])
     target = small_target(1)
     exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
-    macs = 16 * 16 * 64
     cycles = exe.blocks[0]["cycles"]
-    assert cycles["compute"] == cost.VERTEX_OVERHEAD_CYCLES + macs // target.amp_macs(
-        "float32")
+    # poplin's AMP vertex: 16 output positions x 16 channels, depth 64, in passes of
+    # 8 input x 16 output channels (float32); each pass loads its weights and fills the
+    # workers' pipeline (16 positions over 6 workers: 3 each, all within the fill).
+    in_group = cost.AMP_IN_GROUP["float32"]                                       # 8
+    out_group = target.amp_macs("float32") * cost.AMP_PASS_CYCLES["float32"] // in_group
+    passes = (64 // in_group) * math.ceil(16 / out_group)                         # 8
+    weights = in_group * out_group * 4 // cost.AMP_COEFF_LOAD_BYTES_PER_CYCLE     # 32
+    worker = target.workers_per_tile * cost.AMP_WORKER_OVERHEAD
+    amp = (cost.AMP_SUPERVISOR_CYCLES + cost.AMP_GROUP_CYCLES
+           + passes * (cost.AMP_PASS_OVERHEAD_CYCLES + weights + worker))
+    assert cycles["compute"] == amp == 2744
     # One tile computes everything: it receives all of x and all of w.
     assert cycles["exchange"] == cost.EXCHANGE_LATENCY_CYCLES + (16 * 64 + 64 * 16) * 4 // 4
 

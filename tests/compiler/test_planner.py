@@ -47,8 +47,23 @@ def test_one_tile_plan_by_hand_and_half_partials_halve_temporaries():
     assert full.splits == half.splits == (64 * 64, 1, 1)  # one chunk, no k split
     assert full.temp_bytes == operands + 64 * 64 * 4  # float partials, cast afterwards
     assert half.temp_bytes == operands  # half partials are the output itself
-    macs_cycles = math.ceil(64 ** 3 / target.amp_macs("float16"))
-    assert full.compute == cost.VERTEX_OVERHEAD_CYCLES + macs_cycles
+    # poplin's AMP vertex: 64 output positions x 64 channels, depth 64, run in passes of
+    # 16 input x 16 output channels, each loading its weights and filling the workers'
+    # pipeline (the first 3 positions per worker cost AMP_WORKER_OVERHEAD).
+    in_group = cost.AMP_IN_GROUP["float16"]                                       # 16
+    out_group = target.amp_macs("float16") * cost.AMP_PASS_CYCLES["float16"] // in_group
+    passes = (64 // in_group) * (64 // out_group)                                 # 16
+    weights = in_group * out_group * 2 // cost.AMP_COEFF_LOAD_BYTES_PER_CYCLE     # 32
+    workers = target.workers_per_tile
+    per_worker = math.ceil(64 / workers)                                          # 11
+    worker = cost.AMP_WORKER_OVERHEAD + (per_worker - 3) * cost.AMP_PASS_CYCLES["float16"]
+    amp = (cost.AMP_SUPERVISOR_CYCLES + cost.AMP_GROUP_CYCLES
+           + passes * (cost.AMP_PASS_OVERHEAD_CYCLES + weights + workers * worker))
+    # The vector path (one MAC per lane per instruction, 4 float16 lanes) is far dearer.
+    vector = cost.VERTEX_OVERHEAD_CYCLES + workers * math.ceil(
+        math.ceil(64 ** 3 / workers) / 4)
+    assert amp < vector
+    assert full.compute == amp == 8488
     assert full.exchange == cost.EXCHANGE_LATENCY_CYCLES + operands // 4
     assert full.cycles == full.compute + full.exchange + target.internal_sync_cycles
     big16 = Problem(1, 1024, 1024, 1024, "float16", 2)

@@ -126,11 +126,11 @@ CASES = [
         "Poplar tutorial 6 on a Mk2 IPUModel: 'Total cycles' minus 'Tile average host "
         "exchange cycles' (the README: that difference is compute + sync + exchange of "
         "one tile). The tutorial's own vertices, 2 MACs per cycle; ours is the planner's "
-        "matmul. Matrix and vector already on the device. Outside 2x (about 0.44): the "
-        "planner still charges the AMP at its full rate although one output column uses "
-        "1 of its 16 output lanes; charging poplin's 1x1 AMP vertex estimate (whole channel "
-        "groups, per-pass overheads) in the planner gave about 0.61 in a trial.",
-        band=(0.4, 2.0)), matvec_10000x1000),
+        "matmul. Matrix and vector already on the device. About 0.62: the planner charges "
+        "poplin's 1x1 AMP vertex estimate, and as one output column would use 1 of the "
+        "AMP's 16 output lanes each tile takes the vector path (2 float MACs per cycle, "
+        "like the tutorial's vertices). It was 0.44, outside 2x, when the planner charged "
+        "the AMP at its full rate whatever the channels."), matvec_10000x1000),
     (Case(
         "popops add 12000 fp32, one tile", 11 + 6 * (29 + math.ceil(2000 / 2) * 3),
         PL + ":lib/popops/popopsCycleEstimators.cpp (BinaryOp1D, binaryOpInnerLoopCycles)",
@@ -143,16 +143,16 @@ CASES = [
         "Keras MNIST CNN train step", 166e-6 * MK2_CLOCK_HZ, KERAS,
         "Graphcore's Keras tutorial on IPU hardware, steps_per_execution = 937, batch 64, "
         "SGD: epoch 3 at 166 us/step (Keras progress bar) x 1.33 GHz. We run 8 steps per "
-        "execution; host I/O of the infeed included, as in the wall time. Outside 2x "
-        "(about 0.46): the convolutions are charged at the AMP's full rate, without its "
-        "channel groups (1 input channel) and per-pass overheads; about 0.55 with poplin's "
-        "AMP vertex estimate in the planner (a trial).", band=(0.4, 2.0)),
+        "execution; host I/O of the infeed included, as in the wall time. About 0.57: "
+        "the convolutions are charged poplin's 1x1 AMP vertex estimate, whole channel "
+        "groups (the first layer has 1 input channel) with per-pass overheads and weight "
+        "loads. It was 0.46, outside 2x, when they were charged the AMP's full rate."),
      mnist_cnn_training_step),
     (Case(
         "Keras MNIST CNN train step, 2 replicas", 219e-6 * MK2_CLOCK_HZ, KERAS,
         "Same tutorial replicated over 2 IPUs (batch 64 per replica, 468 steps per "
         "execution): epoch 3 at 219 us/step x 1.33 GHz; per step of one replica, the "
-        "gradient all-reduce over the IPU-Links included. Outside 2x (about 0.40): the "
+        "gradient all-reduce over the IPU-Links included. Outside 2x (about 0.48): the "
         "hardware pays 53 us/step more for the second replica than one IPU takes, the model "
         "charges its ring all-reduce of 139 KB only link bandwidth, 700 cycles of link "
         "latency and one external sync per ring step (about 15,000 cycles), and nothing for "

@@ -1,4 +1,5 @@
 """Cycle micro-cases, computed by hand from the target's figures."""
+import dataclasses
 import math
 
 import numpy as np
@@ -40,6 +41,35 @@ def test_amp_copy_exchange_sync_and_host_link_rates():
     assert cost.sync_cycles(mk2) == 50 and cost.sync_cycles(mk2, external=True) == 500
     # 64 GB/s at 1.33 GHz: 6.4e6 bytes take 100 us = 133,000 cycles.
     assert cost.host_io_cycles(6_400_000, mk2) == 133_000
+
+
+def test_amp_vertex_runs_whole_channel_groups_or_the_vector_path():
+    mk1, mk2 = get_target("ipu1"), get_target("ipu2")
+    # Input x output channels per AMP pass: the chain (4) x one 64-bit load of inputs,
+    # by the rate x cycles per pass / input channels: 16 x 16 float16, 8 x 16 float32 on
+    # Mk2; Mk1 has half the rate, so 8 output channels.
+    assert cost.amp_groups("float16", mk2) == (16, 16)
+    assert cost.amp_groups("float32", mk2) == (8, 16)
+    assert cost.amp_groups("float16", mk1) == (16, 8)
+    # A separate half-partials rate (none of the standard targets lists one) widens it.
+    fast = dataclasses.replace(mk2, amp_macs_per_cycle={"float16": 64, "float32": 16,
+                                                        "float16.half": 128})
+    assert cost.amp_groups("float16", fast, "half") == (16, 32)
+    assert cost.amp_groups("float16", fast) == (16, 16)
+    # 60 positions x 20 channels, depth 20, float16: both rounded up to 2 groups, so 4
+    # passes, each loading 16 x 16 half weights and 10 positions per worker.
+    worker = cost.AMP_WORKER_OVERHEAD + (10 - 3) * cost.AMP_PASS_CYCLES["float16"]
+    per_pass = cost.AMP_PASS_OVERHEAD_CYCLES + 16 * 16 * 2 // 16 + 6 * worker
+    amp = cost.AMP_SUPERVISOR_CYCLES + cost.AMP_GROUP_CYCLES + 4 * per_pass
+    assert cost.amp_vertex_cycles(60, 20, 20, "float16", mk2) == amp
+    # Two conv groups run their passes one after the other.
+    assert (cost.amp_vertex_cycles(60, 20, 20, "float16", mk2, conv_groups=2)
+            == amp + cost.AMP_GROUP_CYCLES + 4 * per_pass)
+    # One output channel (a matrix-vector product) wastes 15 of 16 lanes: the vector
+    # path, one float32 MAC per lane per instruction, 2 lanes, is cheaper.
+    vector = OVERHEAD + 6 * math.ceil(math.ceil(600 * 1000 / 6) / 2)
+    assert cost.amp_vertex_cycles(600, 1000, 1, "float32", mk2) == vector
+    assert cost.amp_vertex_cycles(0, 1000, 1, "float32", mk2) == 0
 
 
 def test_a_reduction_reduces_in_place_then_combines_partials():

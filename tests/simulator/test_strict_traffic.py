@@ -113,4 +113,11 @@ def test_matmul_charges_follow_the_output_mapping(tiles):
     for r in engine.report():
         if r.op == "matmul":
             assert r.measured <= r.modelled
-            assert r.k_split < 0 or r.k_split <= r.received
+            # A k-split plan is charged for the way it runs (`k_split`: its chunk's operands
+            # for one depth slice, then partials), so that way, not just the cheapest one
+            # strict mode finds, must be within the charge; it fails if the output mapping
+            # and the plan's chunks disagree. It need not beat the flat way (`received`):
+            # the planner picks a k split for its cycles, and may pay a few more bytes for
+            # less AMP work (8 tiles, the weight gradient: 1824 bytes vs 1764, 1375 cycles
+            # vs 1658 for the best plan without a k split).
+            assert r.k_split < 0 or r.k_split <= r.modelled

@@ -17,9 +17,14 @@ compute, from the target only:
 
 * temporary memory per tile: operand copies + partials (+ received partials when k
   is split; the two phases do not overlap, so it is the larger of the two);
-* cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`, AMP MACs at
-  the target's rate for the input dtype, reduction exchange and vector adds, one sync
-  per superstep (`simulator/cost.py`).
+* cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`; per serial
+  pass, the busiest tile's AMP vertex (`cost.amp_vertex_cycles`, poplin's estimate: its
+  block's depth and channels rounded up to whole input x output channel groups at the
+  target's rate for the input dtype and partials type, per-pass supervisor overheads,
+  weight loads and the workers' pipeline fill; the vector path when that is cheaper);
+  reduction exchange and vector adds; one sync per superstep (`simulator/cost.py`).
+  So a plan whose blocks fill the AMP's channel groups can beat one that moves fewer
+  bytes: the planner minimises cycles, not traffic.
 
 `choose_plan` keeps the fastest plan whose temporaries fit in `availableMemoryProportion`
 x `bytes_per_tile` (ties: less memory); if none fits it warns, as Poplar does, and
@@ -319,6 +324,9 @@ def partial_bytes(problem, options):
 def _evaluate(problem, options, target, tiles):
     """Arrays over candidates: (splits, used tiles, temporaries, receive, cycle parts)."""
     chunk, sk, ss = _candidates(problem, tiles)
+    # The k tiles of a chunk each own ceil(chunk / k) of its outputs (`Plan.per_tile`), so
+    # together they cover that many times k: the chunk the operands are needed for.
+    chunk = _ceil(chunk, sk) * sk
     rows, cols, _, _ = _layout(problem)
     depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
     pbytes = partial_bytes(problem, options)
@@ -331,8 +339,7 @@ def _evaluate(problem, options, target, tiles):
     owned = _ceil(chunk, sk)
     recv_partials = np.where(reduce, owned * (sk - 1) * pbytes, 0)
     temp = np.maximum(a_bytes + b_bytes + partials, partials + _ceil(recv_partials, ss))
-    rate = cost_model.amp_rate(problem.dtype, options.partials_type, target)
-    pass_cycles = cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(per_pass * depth, rate)
+    pass_cycles = _amp_pass_cycles(problem, options, chunk, per_pass, depth, ss, target)
     pass_cycles = pass_cycles + np.where(reduce, cost_model.vector_cycles(
         _ceil(owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
     exchange = plan_exchange_cycles(a_bytes + ss * b_bytes, recv_partials, ss, target)
@@ -341,6 +348,24 @@ def _evaluate(problem, options, target, tiles):
     cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
     return (chunk, sk, ss), used, temp, a_bytes + ss * b_bytes + recv_partials, compute, \
         exchange, supersteps, cycles, reduce
+
+
+def _amp_pass_cycles(problem, options, chunk, per_pass, depth, ss, target):
+    """Cycles of one serial pass's AMP vertex on a tile: its output block as (conv
+    groups, positions, channels per group), contracting `depth` (`cost.amp_vertex_cycles`
+    rounds channels up to the AMP's groups)."""
+    rt, ct, gt = _touched(problem, chunk)
+    cols = np.maximum(1, _ceil(ct, ss))
+    if problem.grouped_cols or problem.b_grouped:
+        groups = np.where(problem.grouped_cols, _ceil(cols, problem.n), gt)
+        groups = np.minimum(groups, problem.groups)
+    else:
+        groups = np.ones_like(cols)
+    per_group = np.minimum(cols, problem.n) if problem.grouped_cols else cols
+    field = _ceil(per_pass, np.maximum(1, groups * per_group))
+    return cost_model.amp_vertex_cycles(field, depth, per_group, problem.dtype, target,
+                                        conv_groups=groups,
+                                        partials_type=options.partials_type)
 
 
 def plan_exchange_cycles(operand_bytes, partial_bytes_, serial, target):
