@@ -125,13 +125,17 @@ def test_sharding_a_rewritten_graph_keeps_program_order(gelu_dir, tmp_path):
 
 
 def test_node_costs_add_up_to_the_compiled_program(mlp_dir):
-    """The stage search reads the same cost rules the compiler charges: per-node cycles
-    sum to the compiled main program's cycles."""
+    """The stage search reads the same cost rules the compiler charges: per-node cycles,
+    plus the program's host transfer (its arguments in and results out, which belong to
+    no node), sum to the compiled main program's cycles."""
     sig = model.load_signature(mlp_dir, "serve")
     options = runner.IPUOptions()
     traced = runner.trace_signature(sig, {"features": (4, 6)})
     cycles, nbytes = placement.node_costs(traced.graph, options.config().target(), options)
     executable = runner.compile_signature(sig, {"features": (4, 6)}, options)
-    assert sum(cycles.values()) == sum(executable.blocks[0]["cycles"].values()) > 0
+    main = executable.blocks[0]
+    transfer = sum(sum(row[2]) for row in main["profile"] if row[0] == "host_transfer")
+    assert transfer > 0
+    assert sum(cycles.values()) + transfer == sum(main["cycles"].values())
     assert any("MatMul" in n and c > 0 for n, c in cycles.items())
     assert all(b >= 0 for b in nbytes.values())

@@ -34,8 +34,12 @@ def test_elementwise_cycles_follow_the_target_by_hand():
     expected = cost.VERTEX_OVERHEAD_CYCLES + target.workers_per_tile * math.ceil(
         per_worker / target.vector_flops_per_cycle) * cost.ELEMENTWISE_LOOP_CYCLES
     assert expected == 185 + 396
-    assert exe.blocks[0]["cycles"] == {"compute": expected, "exchange": 0,
-                                       "sync": target.internal_sync_cycles, "host_io": 0}
+    # The argument and the result (4096 bytes each) cross the host link, a sync each way.
+    host = 2 * math.ceil(4096 / target.host_link_bytes_per_second * target.clock_hz)
+    assert exe.blocks[0]["cycles"] == {
+        "compute": expected, "exchange": 0,
+        "sync": target.internal_sync_cycles + 2 * target.external_sync_cycles,
+        "host_io": host}
 
 
 def test_matmul_cycles_use_the_amp_vertex_and_pay_an_exchange():

@@ -81,9 +81,13 @@ def test_a_reduction_reduces_in_place_then_combines_partials():
     # 256 elements per tile reduced locally, then 4 partials on the output's tile.
     local = OVERHEAD + 6 * math.ceil(math.ceil(256 / 6) / 2)
     combine = OVERHEAD + 6 * math.ceil(math.ceil(4 / 6) / 2)
+    # The argument (4096 bytes) and the result (4) cross the host link, a sync each way.
+    host = sum(math.ceil(n / target.host_link_bytes_per_second * target.clock_hz)
+               for n in (4096, 4))
     assert exe.blocks[0]["cycles"] == {
         "compute": local + combine, "exchange": LATENCY + math.ceil(3 * 4 / 4),
-        "sync": 2 * target.internal_sync_cycles, "host_io": 0}
+        "sync": 2 * target.internal_sync_cycles + 2 * target.external_sync_cycles,
+        "host_io": host}
 
 
 def test_an_operand_mapped_elsewhere_is_exchanged_by_interval():

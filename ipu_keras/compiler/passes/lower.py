@@ -6,7 +6,9 @@ plans of matmuls, convolutions and gathers) and the target, and summed per block
 compute on the slowest tile (`simulator/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
-copies. Reductions take one superstep to reduce in place and one per stage of their
+copies and, in the main block, for the program's arguments and results (a compiled
+function's inputs stream in from the host, its outputs back: profile row
+"host_transfer"). Reductions take one superstep to reduce in place and one per stage of their
 reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
 block also keeps a `profile` for reports: one row per costed or control-flow step
 (op, Keras layer, its cycles, its sub-blocks); the engine does not read it.
@@ -61,11 +63,28 @@ class _Lowering:
                 cycles[k] += c
             if any(eqn_cycles) or step is not None and step[0] in ("while", "if"):
                 profile.append(_profile_row(eqn, eqn_cycles, step))
+        if index == 0:   # the program's arguments and results cross the host link
+            transfer = self.host_transfer(graph)
+            if any(transfer):
+                cycles = [c + t for c, t in zip(cycles, transfer)]
+                profile.insert(0, ["host_transfer", "", transfer, []])
         self.blocks[index] = {"steps": steps, "cycles": dict(zip(
             ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile,
             "sources": sources}
         self.blocks[index]["tiles"] = self.tile_facts(graph)
         return index
+
+    def host_transfer(self, graph):
+        """Cycles of streaming the main program's arguments in and its results out, as
+        the hardware does for the inputs of a compiled function: the bytes over the host
+        link and a sync with the host each way."""
+        cycles = [0, 0, 0, 0]
+        for values in (graph.inputs, graph.outputs):
+            nbytes = sum(v.type.nbytes for v in values)
+            if nbytes:
+                cycles[2] += cost_model.sync_cycles(self.target, external=True)
+                cycles[3] += cost_model.host_io_cycles(nbytes, self.target)
+        return cycles
 
     def tile_facts(self, graph):
         """What the strict tile mode checks a block against (see `lower`)."""
