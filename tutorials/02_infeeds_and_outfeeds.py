@@ -177,10 +177,10 @@ assert len(losses_with) == step_count
 # The host times above depend on this machine. The simulated device time does not: it is
 # what the IPU would spend computing and streaming, from the cost model. With feeds it
 # includes the stream copy of every batch out of the infeed and of every loss into the
-# outfeed. (The simulator does not yet count the transfer of a program's arguments as
-# host I/O, so without feeds the per-step device time leaves the batch's copy out.) The
-# saving of feeds is in the host's part: one return to Python every ten steps instead of
-# every step, as the execution counts and the host times show.
+# outfeed; without feeds, the batch arrives as the program's argument and the loss leaves
+# as its result, host transfers too, each with a sync with the host. The larger saving of
+# feeds is in the host's part: one return to Python every ten steps instead of every
+# step, as the execution counts and the host times show.
 
 # %%
 per_step_without = report_without.seconds / report_without.steps
