@@ -8,8 +8,8 @@ operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
 copies and, in the main block, for the program's arguments and results (a compiled
 function's inputs stream in from the host, its outputs back: profile row
-"host_transfer"). Reductions take one superstep to reduce in place and one per stage of their
-reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
+"host_transfer"). Reductions take one superstep to reduce in place and one per stage
+of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
 block also keeps a `profile` for reports: one row per costed or control-flow step
 (op, Keras layer, its cycles, its sub-blocks); the engine does not read it.
 `sources` gives each step's [TensorFlow node, Keras layer], for errors raised while
@@ -63,28 +63,11 @@ class _Lowering:
                 cycles[k] += c
             if any(eqn_cycles) or step is not None and step[0] in ("while", "if"):
                 profile.append(_profile_row(eqn, eqn_cycles, step))
-        if index == 0:   # the program's arguments and results cross the host link
-            transfer = self.host_transfer(graph)
-            if any(transfer):
-                cycles = [c + t for c, t in zip(cycles, transfer)]
-                profile.insert(0, ["host_transfer", "", transfer, []])
         self.blocks[index] = {"steps": steps, "cycles": dict(zip(
             ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile,
             "sources": sources}
         self.blocks[index]["tiles"] = self.tile_facts(graph)
         return index
-
-    def host_transfer(self, graph):
-        """Cycles of streaming the main program's arguments in and its results out, as
-        the hardware does for the inputs of a compiled function: the bytes over the host
-        link and a sync with the host each way."""
-        cycles = [0, 0, 0, 0]
-        for values in (graph.inputs, graph.outputs):
-            nbytes = sum(v.type.nbytes for v in values)
-            if nbytes:
-                cycles[2] += cost_model.sync_cycles(self.target, external=True)
-                cycles[3] += cost_model.host_io_cycles(nbytes, self.target)
-        return cycles
 
     def tile_facts(self, graph):
         """What the strict tile mode checks a block against (see `lower`)."""
@@ -263,6 +246,22 @@ def _profile_row(eqn, cycles, step):
     return [eqn.op, eqn.source.layer, list(cycles), subs]
 
 
+def _add_host_transfer(main, graph, target):
+    """Charges the main block for streaming the program's arguments in and its results
+    out, as the hardware does for a compiled function's inputs and outputs: the bytes
+    over the host link and a sync with the host each way (profile row "host_transfer")."""
+    transfer = {"compute": 0, "exchange": 0, "sync": 0, "host_io": 0}
+    for values in (graph.inputs, graph.outputs):
+        nbytes = sum(v.type.nbytes for v in values)
+        if nbytes:
+            transfer["sync"] += cost_model.sync_cycles(target, external=True)
+            transfer["host_io"] += cost_model.host_io_cycles(nbytes, target)
+    if any(transfer.values()):
+        for kind, cycles in transfer.items():
+            main["cycles"][kind] += cycles
+        main["profile"].insert(0, ["host_transfer", "", list(transfer.values()), []])
+
+
 def lower(graph, tile_map, target, pipelines=None, replicas=1):
     """Returns (blocks, constants, input slots, output slots, number of slots).
 
@@ -270,6 +269,7 @@ def lower(graph, tile_map, target, pipelines=None, replicas=1):
     `replicas` is the replication factor an all-reduce spans."""
     lowering = _Lowering(tile_map, target, pipelines, replicas)
     lowering.block(graph)
+    _add_host_transfer(lowering.blocks[0], graph, target)
     lowering.blocks[0]["tiles"]["variables"] = [
         [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]
     return (lowering.blocks, lowering.constants, lowering.slots_of(graph.inputs),

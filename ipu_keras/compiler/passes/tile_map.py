@@ -49,43 +49,32 @@ class Mapping:
     tiles: int
     per_tile: int
 
+    # Cached (read-only arrays): the passes ask for the same mappings' bounds thousands
+    # of times (40,811 calls compiling ResNet-50's training step).
+    @functools.lru_cache(maxsize=1 << 14)
     def elements(self, size, num_tiles):
-        """Elements per tile as a vector of length `num_tiles` (read-only)."""
-        return _elements(self, size, num_tiles)
+        """Elements per tile as a read-only vector of length `num_tiles`."""
+        lo, hi = self.bounds(size, num_tiles)
+        elements = hi - lo
+        elements.flags.writeable = False
+        return elements
 
+    @functools.lru_cache(maxsize=1 << 14)
     def bounds(self, size, num_tiles):
-        """Per tile, the flat index range [lo, hi) of the elements it holds (read-only:
-        the passes ask for the same mappings' bounds thousands of times)."""
-        return _bounds(self, size, num_tiles)
-
-    def _bounds(self, size, num_tiles):
+        """Per tile, the flat index range [lo, hi) of the elements it holds (read-only)."""
         lo = np.zeros(num_tiles, dtype=np.int64)
         hi = np.zeros(num_tiles, dtype=np.int64)
-        if size == 0:
-            return lo, hi
-        chunks = np.arange(math.ceil(size / self.per_tile))
-        tiles = (self.start + chunks) % num_tiles
-        lo[tiles] = chunks * self.per_tile
-        hi[tiles] = np.minimum(size, (chunks + 1) * self.per_tile)
+        if size:
+            chunks = np.arange(math.ceil(size / self.per_tile))
+            tiles = (self.start + chunks) % num_tiles
+            lo[tiles] = chunks * self.per_tile
+            hi[tiles] = np.minimum(size, (chunks + 1) * self.per_tile)
         lo.flags.writeable = hi.flags.writeable = False
         return lo, hi
 
     def tile_range(self, num_tiles):
         """The tiles this mapping uses (sorted)."""
         return np.sort((self.start + np.arange(self.tiles)) % num_tiles)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _bounds(mapping, size, num_tiles):
-    return mapping._bounds(size, num_tiles)
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _elements(mapping, size, num_tiles):
-    lo, hi = _bounds(mapping, size, num_tiles)
-    elements = hi - lo
-    elements.flags.writeable = False
-    return elements
 
 
 @dataclasses.dataclass(frozen=True)
