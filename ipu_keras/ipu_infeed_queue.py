@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from ipu_keras import compat
 from ipu_keras.errors import FeedError
-from ipu_keras.runtime import set_prefetch_depth
+from ipu_keras.runtime import infeed_dataset, set_prefetch_depth
 from ipu_keras.tf1 import in_graph_mode
 from ipu_keras.tf1.feeds import GraphInfeed
 
@@ -50,7 +50,7 @@ class IPUInfeedQueue:
         if in_graph_mode():
             self._graph = GraphInfeed(self, dataset, prefetch_depth)
             return
-        self._iterator = iter(dataset)
+        self._iterator = iter(infeed_dataset(dataset))
         set_prefetch_depth(self._iterator._iterator_resource, prefetch_depth)
 
     @property

@@ -16,12 +16,18 @@ from ipu_keras.keras import accumulation, pipelining, replication
 from ipu_keras.keras.callbacks import StepReplay
 from ipu_keras.keras.device_function import DeviceFunction
 from ipu_keras.keras.device_time import with_device_time
+from ipu_keras.runtime import infeed_dataset
 
 
 class IPUTrainerMixin:
     """Mixed into keras.Model subclasses before the Keras class."""
 
     _ipu_asynchronous_callbacks = False
+
+    @property
+    def distribute_strategy(self):
+        """Keras' strategy, except that the datasets it distributes are device infeeds."""
+        return _InfeedStrategy(super().distribute_strategy)
 
     def make_train_function(self, force=False):
         if self.train_function is None or force:
@@ -191,6 +197,21 @@ class IPUTrainerMixin:
             "max_tile_bytes": program.executable.memory["max_tile_bytes"],
             "bytes_per_tile": target.bytes_per_tile,
         }
+
+
+class _InfeedStrategy:
+    """A strategy whose `experimental_distribute_dataset` gives the dataset the options of
+    a device infeed (`runtime.infeed_dataset`) first; everything else is `strategy`'s.
+    Keras' trainer builds each epoch's input pipeline through it."""
+
+    def __init__(self, strategy):
+        self._strategy = strategy
+
+    def experimental_distribute_dataset(self, dataset, options=None):
+        return self._strategy.experimental_distribute_dataset(infeed_dataset(dataset), options)
+
+    def __getattr__(self, name):
+        return getattr(self._strategy, name)
 
 
 def _last_program(model):

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
+from ipu_keras.ops import blas
 from ipu_keras.ops._common import broadcast_shape
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
@@ -73,8 +74,10 @@ def _einsum(*operands, equation):
     dtype = operands[0].dtype
     work = np.float32 if dtype == np.float16 else dtype
     operands = [x.astype(work, copy=False) for x in operands]
-    return np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 1)).astype(
-        dtype, copy=False)
+    _, _, sizes, ellipsis = _label_sizes(equation, [x.shape for x in operands])
+    with blas.wide(math.prod(sizes.values()) * math.prod(ellipsis)):
+        result = np.einsum(equation, *operands, optimize=len(operands) > 1)
+    return np.asarray(result).astype(dtype, copy=False)
 
 
 def _einsum_cost(in_types, out_types, *, equation):

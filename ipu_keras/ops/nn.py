@@ -10,6 +10,7 @@ TensorFlow's CPU kernels, so results agree with TensorFlow up to rounding.
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
+from ipu_keras.ops import blas
 from ipu_keras.ops._common import (
     broadcast_shape, per_input_element, per_output_element, same_type,
 )
@@ -62,7 +63,7 @@ def _matmul(a, b, *, transpose_a=False, transpose_b=False, dtype=None):
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
-    return np.matmul(a, b).astype(dtype, copy=False)
+    return blas.matmul(a, b).astype(dtype, copy=False)
 
 
 def _matmul_cost(in_types, out_types, *, transpose_a=False, **_):

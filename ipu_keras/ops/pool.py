@@ -93,30 +93,35 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties):
     else:
         best = y
     padded = tuple(size + lo + hi for size, (lo, hi) in zip(x.shape[1:-1], padding))
-    dx = np.zeros((x.shape[0],) + padded + (x.shape[-1],), dy.dtype)
+    covered = all(o * k == p for o, k, p in zip(out, ksize, padded))
+    # Every window element is written below; only rows no window covers need zeros first.
+    dx = (np.empty if covered else np.zeros)((x.shape[0],) + padded + (x.shape[-1],), dy.dtype)
     dxs = _split(dx, ksize, out)
     # 0 + dy, as the general path's accumulation into zeros gives (no negative zeros).
     grad = dy + np.zeros((), dy.dtype)
     hit = np.empty(best.shape, bool)
     free = np.ones(best.shape, bool) if ties == "first" else None
-    bits = None
     if dy.dtype.kind in "fiu" and dy.dtype.itemsize in (1, 2, 4, 8):
         # Select by bit masks (grad & all-ones, or & 0 giving +0): same bits as np.where,
         # without its data-dependent branches.
         bits = np.dtype(f"u{dy.dtype.itemsize}")
-        grad, dxs, mask = grad.view(bits), _split(dx.view(bits), ksize, out), \
-            np.empty(best.shape, bits)
+        grad, dxs = grad.view(bits), _split(dx.view(bits), ksize, out)
+        mask = np.empty(best.shape, bits)
+
+        def select(target):
+            np.copyto(mask, hit, casting="unsafe")
+            np.negative(mask, out=mask)
+            np.bitwise_and(grad, mask, out=target)
+    else:
+        def select(target):
+            target[...] = 0
+            np.copyto(target, grad, where=hit)
     for index in views:
         np.equal(xs[index], best, out=hit)
         if free is not None:
             hit &= free
             free ^= hit
-        if bits is None:
-            np.copyto(dxs[index], grad, where=hit)
-        else:
-            np.copyto(mask, hit, casting="unsafe")
-            np.negative(mask, out=mask)
-            np.bitwise_and(grad, mask, out=dxs[index])
+        select(dxs[index])
     crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(x.shape[1:-1], padding))
     return dx[(slice(None),) + crop + (slice(None),)]
 

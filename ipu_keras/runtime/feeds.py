@@ -127,6 +127,20 @@ _INFEEDS = weakref.WeakValueDictionary()  # id(handle) -> Infeed, while sessions
 _PREFETCH_DEPTHS = {}  # id(handle) -> depth, while the handle lives
 
 
+def infeed_dataset(dataset):
+    """`dataset` with the options of a device infeed: tf.data's autotuning off.
+
+    The autotuner's thread models the pipeline from the gaps between `GetNext` calls,
+    and a device reads its infeed in bursts, one execution's worth at a time. While an
+    execution lent BLAS the other core (`ops/blas.py`), destroying the iterator at the
+    end of a `fit` waited for that thread for 0.4 to 25 s. Without autotuning,
+    `AUTOTUNE` parallelism and buffer sizes take tf.data's fixed defaults.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 def set_prefetch_depth(handle, depth):
     """Record the prefetch depth an `IPUInfeedQueue` asked for its iterator handle."""
     key = id(handle)

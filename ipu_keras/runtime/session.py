@@ -12,31 +12,24 @@ With more IPUs than the executable's shards, the session runs R replicas of it a
 (`runtime/replicas.py`): outfeeds gain a replica axis, each replica keeps its own
 variables on the device between executions, and the host sees replica 0's.
 
-During an execution numpy's BLAS runs on one thread: the simulator's matmuls are
-small and many, and a multi-threaded BLAS spinning beside TensorFlow's own threads
-made them up to 60x slower on two cores.
+During an execution numpy's BLAS runs on one thread, except for large products, which
+use every core when one replica runs (`ops/blas.py`). The first session makes freed
+host memory stay on the heap for the next execution (`runtime/host_heap.py`).
 """
 import itertools
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
-
 from ipu_keras import profiling
 from ipu_keras.distributed.process_group import active_group
+from ipu_keras.ops import blas
 from ipu_keras.runtime.feeds import StreamSet
+from ipu_keras.runtime.host_heap import keep_freed_memory
 from ipu_keras.runtime.replicas import combine_outfeeds, replication_factor, run_replicas
 from ipu_keras.simulator.engine import Engine
 from ipu_keras.simulator.strict import StrictEngine
 
 
-_THREADPOOLS = []
 _runs = itertools.count(1)
-
-
-def _single_threaded_blas():
-    if not _THREADPOOLS:
-        _THREADPOOLS.append(ThreadpoolController())
-    return _THREADPOOLS[0].limit(limits=1, user_api="blas")
 
 
 class Session:
@@ -57,6 +50,7 @@ class Session:
     def __init__(self, executable, variables, infeeds, outfeeds, strict=False,
                  floating_point=None):
         self.executable = executable
+        keep_freed_memory()
         if floating_point is not None and hasattr(floating_point, "to_dict"):
             floating_point = floating_point.to_dict()
         engine = StrictEngine if strict else Engine
@@ -81,7 +75,7 @@ class Session:
         else:
             streams = StreamSet(self.infeeds, len(self.outfeed_queues))
             try:
-                with _single_threaded_blas():
+                with blas.execution():
                     outputs = self.engine.run(inputs, state, streams)
             except BaseException:
                 streams.give_back()
@@ -111,7 +105,7 @@ class Session:
             states.append([
                 kept[r][i] if kept and np.array_equal(value, snapshot[i])
                 else np.array(value, copy=True) for i, value in enumerate(state)])
-        with _single_threaded_blas():
+        with blas.execution(widen=False):   # the replicas' threads share the cores
             outputs, streams = run_replicas(self.engines, inputs, states, self.infeeds,
                                             len(self.outfeed_queues), group)
         self._replica_states = states
