@@ -20,7 +20,7 @@ import numpy as np
 
 from ipu_keras.errors import UnsupportedOpError
 from ipu_keras.ir.types import TensorType
-from ipu_keras.ops import blas
+from ipu_keras.ops import cores
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
 TF_TYPES = (
@@ -182,7 +182,7 @@ def _conv(x, w, *, strides, dilations, padding):
     work = _work(x.dtype)
     groups = x.shape[-1] // w.shape[-2]
     cols, out = _columns(x, w.shape[:-2], strides, dilations, padding, work)
-    y = blas.matmul(_grouped_columns(cols, groups), _grouped_filter(w.astype(work), groups))
+    y = cores.matmul(_grouped_columns(cols, groups), _grouped_filter(w.astype(work), groups))
     y = y.transpose(1, 0, 2).reshape((x.shape[0],) + out + (w.shape[-1],))
     return y.astype(x.dtype, copy=False)
 
@@ -194,7 +194,7 @@ def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):
     # One batched matmul straight into offset-major (K, groups, M, Cg) columns: each
     # offset's piece comes out contiguous (for one group) for the adds of the scatter.
     wk = w.astype(work, copy=False).reshape(k, cg, groups, o // groups).transpose(0, 2, 3, 1)
-    dcols = blas.matmul(_grouped_grads(dy.astype(work, copy=False), groups), wk)
+    dcols = cores.matmul(_grouped_grads(dy.astype(work, copy=False), groups), wk)
     if groups > 1:
         dcols = dcols.transpose(0, 2, 1, 3)
     dcols = dcols.reshape((k,) + dy.shape[:-1] + (input_shape[-1],))
@@ -209,7 +209,7 @@ def _conv_filter_grad(x, dy, *, filter_shape, strides, dilations, padding):
     groups = x.shape[-1] // cg
     cols, _ = _columns(x, kernel, strides, dilations, padding, work)
     cols = _grouped_columns(cols, groups).transpose(0, 2, 1)
-    dw = blas.matmul(cols, _grouped_grads(dy.astype(work, copy=False), groups))
+    dw = cores.matmul(cols, _grouped_grads(dy.astype(work, copy=False), groups))
     dw = dw.reshape(groups, math.prod(kernel), cg, o // groups).transpose(1, 2, 0, 3)
     return dw.reshape(filter_shape).astype(x.dtype, copy=False)
 

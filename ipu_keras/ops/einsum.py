@@ -6,12 +6,13 @@ needs nothing else: TensorFlow emits the gradient of an Einsum as other Einsums
 (plus reductions and reshapes, imported by their own families). The kernel is
 `numpy.einsum` with contraction-order optimisation, in float32 for float16 operands.
 """
+import functools
 import math
 
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
-from ipu_keras.ops import blas
+from ipu_keras.ops import cores
 from ipu_keras.ops._common import broadcast_shape
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
@@ -74,16 +75,21 @@ def _einsum(*operands, equation):
     dtype = operands[0].dtype
     work = np.float32 if dtype == np.float16 else dtype
     operands = [x.astype(work, copy=False) for x in operands]
-    _, _, sizes, ellipsis = _label_sizes(equation, [x.shape for x in operands])
-    with blas.wide(math.prod(sizes.values()) * math.prod(ellipsis)):
-        result = np.einsum(equation, *operands, optimize=len(operands) > 1)
+    result = cores.einsum(equation, operands, _macs(equation, tuple(x.shape for x in operands)),
+                          optimize=len(operands) > 1)
     return np.asarray(result).astype(dtype, copy=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _macs(equation, shapes):
+    """Multiply-accumulates: every combination of labels, times the broadcast dimensions."""
+    _, _, sizes, ellipsis = _label_sizes(equation, shapes)
+    return math.prod(sizes.values()) * math.prod(ellipsis)
 
 
 def _einsum_cost(in_types, out_types, *, equation):
     """Multiply-accumulates: every combination of labels, times the broadcast dimensions."""
-    _, _, sizes, ellipsis = _label_sizes(equation, [t.shape for t in in_types])
-    return Work("amp", math.prod(sizes.values()) * math.prod(ellipsis))
+    return Work("amp", _macs(equation, tuple(t.shape for t in in_types)))
 
 
 register_op("einsum", shape=_einsum_shape, kernel=_einsum, cost=_einsum_cost, mapping="matmul")

@@ -21,6 +21,7 @@ import math
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
+from ipu_keras.ops import cores
 from ipu_keras.ops._common import broadcast_shape
 from ipu_keras.ops.registry import Work, register_op, tf_direct, tf_import
 
@@ -62,15 +63,19 @@ def _add_n_cost(in_types, out_types, **_):
     return Work(VECTOR, max(len(in_types) - 1, 1) * out_types[0].size)
 
 
-def _codelet(fn, predicate):
+def _codelet(fn, predicate, split=False):
     """Wrap a numpy function as a kernel returning an array of the rule's dtype.
 
     Kernels run with float exceptions ignored: the engine and constant folding set
-    `np.errstate` once around everything they run, not per call.
+    `np.errstate` once around everything they run, not per call. With `split` (compute-
+    bound kernels), large outputs are computed a slab per core (`cores.rowwise`).
     """
     if predicate:
         def kernel(*xs):
             return np.asarray(fn(*xs), dtype=bool)
+    elif split:
+        def kernel(*xs):
+            return cores.rowwise(fn, xs, xs[0].dtype)
     else:
         def kernel(*xs):
             return np.asarray(fn(*xs), dtype=xs[0].dtype)
@@ -100,7 +105,8 @@ def _direct(op, tf_types):
 
 def _elementwise(name, fn, kind, *tf_types, cost=None):
     """An op whose output has its inputs' dtype, imported from each of `tf_types`."""
-    _register(name, _same_rule, _codelet(fn, False), cost or _per_output(kind))
+    _register(name, _same_rule, _codelet(fn, False, split=kind == TRANSCENDENTAL),
+              cost or _per_output(kind))
     _direct(name, tf_types)
 
 

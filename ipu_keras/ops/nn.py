@@ -7,10 +7,12 @@ and one per activation gradient (`relu`, `relu_grad`, ... from `_ACTIVATIONS`),
 their TensorFlow importers. Kernels compute in the input dtype with the formulas of
 TensorFlow's CPU kernels, so results agree with TensorFlow up to rounding.
 """
+import functools
+
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
-from ipu_keras.ops import blas
+from ipu_keras.ops import cores
 from ipu_keras.ops._common import (
     broadcast_shape, per_input_element, per_output_element, same_type,
 )
@@ -63,7 +65,7 @@ def _matmul(a, b, *, transpose_a=False, transpose_b=False, dtype=None):
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
-    return blas.matmul(a, b).astype(dtype, copy=False)
+    return cores.matmul(a, b).astype(dtype, copy=False)
 
 
 def _matmul_cost(in_types, out_types, *, transpose_a=False, **_):
@@ -186,9 +188,17 @@ def _import_activation(op, attrs):
     return importer
 
 
+def _by_rows(kernel):
+    """A compute-bound elementwise kernel, a slab per core when large (`cores.rowwise`)."""
+    def run(*xs, **params):
+        return cores.rowwise(functools.partial(kernel, **params), xs, xs[0].dtype)
+
+    return run
+
+
 for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
-    register_op(_op, shape=same_type, kernel=_kernel, cost=per_output_element(_kind),
-                mapping="elementwise")
+    register_op(_op, shape=same_type, cost=per_output_element(_kind), mapping="elementwise",
+                kernel=_by_rows(_kernel) if _kind == "transcendental" else _kernel)
     tf_import(_tf_type)(_import_activation(_op, _attrs))
 
 
@@ -202,6 +212,12 @@ def _shifted_exp_sum(logits):
 
 
 def _softmax(logits):
+    if logits.ndim > 1:   # rows are independent: a slab of them per core when large
+        return cores.rowwise(_softmax_rows, (logits,), logits.dtype)
+    return _softmax_rows(logits)
+
+
+def _softmax_rows(logits):
     shifted, total = _shifted_exp_sum(logits)
     return np.exp(shifted) * (1 / total)
 

@@ -13,7 +13,7 @@ With more IPUs than the executable's shards, the session runs R replicas of it a
 variables on the device between executions, and the host sees replica 0's.
 
 During an execution numpy's BLAS runs on one thread, except for large products, which
-use every core when one replica runs (`ops/blas.py`). The first session makes freed
+use every core when one replica runs (`ops/cores.py`). The first session makes freed
 host memory stay on the heap for the next execution (`runtime/host_heap.py`).
 """
 import itertools
@@ -21,7 +21,7 @@ import itertools
 import numpy as np
 from ipu_keras import profiling
 from ipu_keras.distributed.process_group import active_group
-from ipu_keras.ops import blas
+from ipu_keras.ops import cores
 from ipu_keras.runtime.feeds import StreamSet
 from ipu_keras.runtime.host_heap import keep_freed_memory
 from ipu_keras.runtime.replicas import combine_outfeeds, replication_factor, run_replicas
@@ -75,7 +75,7 @@ class Session:
         else:
             streams = StreamSet(self.infeeds, len(self.outfeed_queues))
             try:
-                with blas.execution():
+                with cores.execution():
                     outputs = self.engine.run(inputs, state, streams)
             except BaseException:
                 streams.give_back()
@@ -105,7 +105,7 @@ class Session:
             states.append([
                 kept[r][i] if kept and np.array_equal(value, snapshot[i])
                 else np.array(value, copy=True) for i, value in enumerate(state)])
-        with blas.execution(widen=False):   # the replicas' threads share the cores
+        with cores.execution(widen=False):   # the replicas' threads share the cores
             outputs, streams = run_replicas(self.engines, inputs, states, self.infeeds,
                                             len(self.outfeed_queues), group)
         self._replica_states = states

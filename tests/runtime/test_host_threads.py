@@ -1,10 +1,11 @@
 """The host resources an execution uses: BLAS threads, the heap, the input pipeline.
 
-`ops/blas.py`: one BLAS thread during an execution, every core for a product of at least
-WIDE_MACS, never for replicas; `runtime/host_heap.py`: freed arrays stay on the heap;
+`ops/cores.py`: one BLAS thread during an execution, large kernels split into a slab
+per core, never for replicas; `runtime/host_heap.py`: freed arrays stay on the heap;
 `runtime.infeed_dataset`: datasets feeding the device run without tf.data autotuning.
 """
 import platform
+import threading
 
 import numpy as np
 import pytest
@@ -12,52 +13,104 @@ import tensorflow as tf
 
 import ipu_keras
 from ipu_keras.conformance import tolerances
-from ipu_keras.ops import blas
+from ipu_keras.ops import cores
 from ipu_keras.runtime import host_heap, infeed_dataset
 
 
 def _threads():
-    return {library.num_threads for library in blas._blas()}
+    return {library.num_threads for library in cores._blas()}
 
 
 def test_an_execution_runs_blas_on_one_thread_and_restores_it_after():
     before = _threads()
-    with blas.execution():
+    with cores.execution():
         assert _threads() == {1}
+        assert cores.slabs() == cores._cores()
     assert _threads() == before
+    assert cores.slabs() == 1
 
 
-def test_only_a_large_product_is_widened_and_only_for_its_own_call():
-    with blas.execution():
-        cores = blas.wide_threads()
-        with blas.wide(blas.WIDE_MACS - 1):
-            assert _threads() == {1}
-        with blas.wide(blas.WIDE_MACS):
-            assert _threads() == {cores}
-        assert _threads() == {1}
+def test_replicas_never_split():
+    with cores.execution(widen=False):
+        assert cores.slabs() == 1
 
 
-def test_replicas_never_widen():
-    with blas.execution(widen=False):
-        assert blas.wide_threads() == 1
-        with blas.wide(10 * blas.WIDE_MACS):
-            assert _threads() == {1}
+class _Recorder:
+    """Wraps a kernel; records the first-axis length of each call's first input."""
+
+    def __init__(self, fn):
+        self.fn, self.rows, self.threads = fn, [], set()
+
+    def __call__(self, *xs):
+        self.rows.append(np.shape(xs[0])[0])
+        self.threads.add(threading.get_ident())
+        return self.fn(*xs)
 
 
-def test_outside_an_execution_nothing_widens():
-    assert blas.wide_threads() == 1
-
-
-def test_a_widened_product_equals_the_one_thread_product():
+def test_a_large_elementwise_kernel_is_split_into_one_slab_per_core_bitwise_equal():
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((3, 700, 300)).astype(np.float32)
-    b = rng.standard_normal((300, 200)).astype(np.float32)
-    assert 3 * 700 * 300 * 200 >= blas.WIDE_MACS
-    with blas.execution():
+    x = rng.standard_normal((64, 64, 64)).astype(np.float32)
+    bias = rng.standard_normal((64,)).astype(np.float32)   # broadcast, not cut
+    kernel = _Recorder(lambda a, b: np.exp(a) * b)
+    with cores.execution():
+        got = cores.rowwise(kernel, (x, bias), np.float32)
+    np.testing.assert_array_equal(got, np.exp(x) * bias)
+    if cores._cores() > 1:
+        assert len(kernel.rows) == cores._cores() and sum(kernel.rows) == 64
+        assert len(kernel.threads) == cores._cores()
+
+
+def test_a_small_kernel_or_one_outside_an_execution_is_not_split():
+    x = np.ones((64, 64, 64), np.float32)
+    kernel = _Recorder(np.negative)
+    cores.rowwise(kernel, (x,), np.float32)                 # outside an execution
+    with cores.execution():
+        cores.rowwise(kernel, (x[:1, :8],), np.float32)      # small
+    assert kernel.rows == [64, 1]
+
+
+def test_the_workers_trap_as_the_caller_does():
+    x = np.zeros((64, 64, 64), np.float32)
+    with cores.execution(), np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            cores.rowwise(lambda a: 1 / a, (x,), np.float32)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((700, 300), (300, 200)),            # rows of a
+    ((9, 43264), (43264, 32)),           # columns of b (few rows)
+    ((4, 300, 300), (300, 64)),          # batch, b broadcast
+    ((1, 300, 300), (6, 300, 64)),       # batch, a broadcast
+])
+def test_a_split_product_equals_the_one_thread_product(a_shape, b_shape):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    assert max(np.prod(a_shape[:-2]), np.prod(b_shape[:-2])) * np.prod(a_shape[-2:]) \
+        * b_shape[-1] >= cores.WIDE_MACS
+    with cores.execution():
+        split = cores.matmul(a, b)
+    with cores.execution(widen=False):
         one = np.matmul(a, b)
-        wide = blas.matmul(a, b)
-    # BLAS splits the products differently over two threads: sums of 300 unit terms.
-    tolerances.float32_sum("widened BLAS product", 300, 1.0).assert_close(wide, one)
+    assert split.shape == one.shape and split.dtype == one.dtype
+    # The slabs are smaller products: a sum of k unit terms may round differently.
+    tolerances.float32_sum("split product", a_shape[-1], 1.0).assert_close(split, one)
+
+
+@pytest.mark.parametrize("equation, shapes, terms", [
+    ("abc,cd->abd", [(16, 128, 256), (256, 64)], 256),
+    ("aecd,abcd->acbe", [(8, 64, 4, 32), (8, 64, 4, 32)], 32),
+    ("abcd,aecd->acbe", [(8, 64, 4, 32), (1, 64, 4, 32)], 32),   # b broadcast on 'a'
+    ("ii->i", [(2048, 2048)], 1),                                # a diagonal: not cut
+])
+def test_a_split_einsum_equals_numpys(equation, shapes, terms):
+    rng = np.random.default_rng(0)
+    operands = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with cores.execution():
+        split = cores.einsum(equation, operands, cores.WIDE_MACS, optimize=len(shapes) > 1)
+    one = np.einsum(equation, *operands, optimize=len(shapes) > 1)
+    assert split.shape == one.shape and split.dtype == one.dtype
+    tolerances.float32_sum("split einsum", terms, 1.0).assert_close(split, one)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's thresholds only")

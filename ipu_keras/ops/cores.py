@@ -1,0 +1,193 @@
+"""How the simulator's kernels use the host's cores during an execution.
+
+During an execution numpy's BLAS runs on one thread (`execution()`, entered by the
+runtime's session). Large kernels are split instead: the output is cut along one axis
+into one slab per core and each slab computed by its own thread, writing into one
+preallocated result (numpy releases the GIL inside its loops and BLAS calls). That is
+`rowwise(fn, xs, dtype)` for compute-bound elementwise (and row by row) kernels of at
+least `SPLIT_ELEMENTS` outputs (exp, erfc, softmax: memory-bound ones such as add or relu
+were no faster split, the two cores sharing one memory bus), `matmul(a, b)` and `einsum(...)` for products of at least `WIDE_MACS`
+multiply-accumulates (matmul, the convolutions' im2col products, einsum).
+
+Why not BLAS's own threads: OpenBLAS' idle threads spin for a while after each call,
+so after one multi-threaded product the next kernel's second thread found its core
+taken (a split erfc after a wide matmul: 20 -> 30 ms). The slab workers sleep when idle.
+
+A row slab computes each output element from the same input elements by the
+same code, so the result is bitwise the one-thread result; a product's slab is a
+smaller product with the same contraction order per element (checked against the
+float32 sum bound in tests/runtime/test_host_threads.py). Replicas run in threads of
+their own (`runtime/replicas.py`) and never split: `execution(widen=False)`.
+Measured per size with `python bench/host_cores.py`.
+"""
+import concurrent.futures
+import contextlib
+import math
+import os
+import threading
+
+import numpy as np
+
+# Products of at least this many multiply-accumulates are split: a slab of a million
+# MACs is tens of microseconds of BLAS, well above a hand-off to a worker.
+WIDE_MACS = 4_000_000
+MIN_SLAB_ROWS = 32
+# Elementwise kernels with at least this many outputs are split: a slab of a quarter
+# million elements is a fraction of a millisecond.
+SPLIT_ELEMENTS = 1 << 18
+
+_state = threading.local()
+_lock = threading.Lock()
+_controllers = []
+_pools = []
+
+
+def _blas():
+    """threadpoolctl's controllers of the BLAS libraries numpy loaded (created once)."""
+    with _lock:
+        if not _controllers:
+            from threadpoolctl import ThreadpoolController
+            _controllers.append(ThreadpoolController().select(user_api="blas").lib_controllers)
+    return _controllers[0]
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _pool():
+    """The process's slab workers (one per core beyond the calling thread's)."""
+    with _lock:
+        if not _pools:
+            _pools.append(concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(_cores() - 1, 1), thread_name_prefix="ipu_keras_core"))
+    return _pools[0]
+
+
+@contextlib.contextmanager
+def execution(widen=True):
+    """BLAS on one thread for the duration; `widen`: large kernels are split over the cores."""
+    libraries = _blas()
+    before = [library.num_threads for library in libraries]
+    previous = slabs()
+    _state.slabs = _cores() if widen else 1
+    for library in libraries:
+        library.set_num_threads(1)
+    try:
+        yield
+    finally:
+        _state.slabs = previous
+        for library, count in zip(libraries, before):
+            library.set_num_threads(count)
+
+
+def slabs():
+    """How many slabs a large kernel is cut into in this thread now (1: not split)."""
+    return getattr(_state, "slabs", 1)
+
+
+def _split(compute, length, count):
+    """Runs `compute(rows)` for `count` slices of range(length), the first in this thread."""
+    bounds = [length * i // count for i in range(count + 1)]
+    rows = [slice(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+    errors = np.geterr()   # numpy's error state is per thread: the workers take the caller's
+
+    def run(part):
+        with np.errstate(**errors):
+            compute(part)
+
+    others = [_pool().submit(run, part) for part in rows[1:]]
+    try:
+        run(rows[0])
+    finally:
+        for other in others:
+            other.result()
+
+
+def _cut(x, axis, length, rows):
+    """`x` sliced at `rows` on `axis` if it spans `length` there; else whole (broadcast)."""
+    if axis < 0 or np.ndim(x) <= axis or np.shape(x)[axis] != length:
+        return x
+    return x[(slice(None),) * axis + (rows,)]
+
+
+def rowwise(fn, xs, dtype):
+    """`fn(*xs)` as an array of `dtype`, a slab per core along the output's first axis when
+    it is large. `fn` must compute each index of that axis from the same index of the
+    (numpy-broadcast) inputs alone: elementwise kernels, or a softmax over a later axis."""
+    count = slabs()
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs)) if count > 1 else ()
+    if math.prod(shape) < SPLIT_ELEMENTS or shape[0] < count:
+        return np.asarray(fn(*xs), dtype=dtype)
+    out = np.empty(shape, dtype)
+    rank = len(shape)
+
+    def compute(rows):
+        # Inputs of lower rank broadcast over the first axis: they are not cut.
+        parts = [_cut(x, 0 if np.ndim(x) == rank else -1, shape[0], rows) for x in xs]
+        if isinstance(fn, np.ufunc):
+            fn(*parts, out=out[rows], casting="unsafe")
+        else:
+            out[rows] = fn(*parts)
+
+    _split(compute, shape[0], count)
+    return out
+
+
+def matmul(a, b):
+    """`np.matmul(a, b)` of operands of rank >= 2, a slab per core when it is large: cut
+    along the leading batch axis if it has a slab per core, else along the rows of `a`
+    if each slab gets at least MIN_SLAB_ROWS of them."""
+    count = slabs()
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if count <= 1 or math.prod(batch) * m * k * n < WIDE_MACS:
+        return np.matmul(a, b)
+    out = np.empty(batch + (m, n), np.result_type(a, b))
+    rank = out.ndim
+    if batch and batch[0] >= count:
+        def compute(rows):
+            np.matmul(*(_cut(x, 0 if x.ndim == rank else -1, batch[0], rows) for x in (a, b)),
+                      out=out[rows])
+        _split(compute, batch[0], count)
+    elif m >= MIN_SLAB_ROWS * count:
+        def compute(rows):
+            np.matmul(a[..., rows, :], b, out=out[..., rows, :])
+        _split(compute, m, count)
+    else:   # few rows: slabs of columns would write strided results, slower than one call
+        return np.matmul(a, b)
+    return out
+
+
+def einsum(equation, operands, macs, optimize):
+    """`np.einsum(equation, *operands)`, a slab per core when it has `macs` >= WIDE_MACS
+    and an explicit output whose first label is a letter: cut along that label."""
+    count = slabs()
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    subscripts = inputs.split(",")
+    if (count <= 1 or macs < WIDE_MACS or not arrow or not output[:1].isalpha()
+            or any("." in s for s in subscripts + [output])):
+        return np.einsum(equation, *operands, optimize=optimize)
+    label = output[0]
+    sizes = {}
+    for subscript, x in zip(subscripts, operands):
+        if subscript.count(label) > 1:   # a diagonal: not cut
+            return np.einsum(equation, *operands, optimize=optimize)
+        for name, size in zip(subscript, np.shape(x)):
+            if size != 1 or name not in sizes:
+                sizes[name] = size
+    length = sizes[label]
+    if length < count:
+        return np.einsum(equation, *operands, optimize=optimize)
+    out = np.empty(tuple(sizes[name] for name in output), np.result_type(*operands))
+
+    def compute(rows):
+        out[rows] = np.einsum(equation, *(_cut(x, s.find(label), length, rows)
+                                          for s, x in zip(subscripts, operands)),
+                              optimize=optimize)
+
+    _split(compute, length, count)
+    return out
