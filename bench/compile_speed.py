@@ -10,11 +10,13 @@ where the compiler is replaced by loading the executable. Keras' own first `fit`
 
     python bench/compile_speed.py [--blocks 1,2,4,8] [--no-resnet]
 
-Columns: IR equations of the compiled step, seconds of tracing, of the compiler's passes
-and of the rest, microseconds of trace + compile per equation (flat when the cost grows
+Columns: IR equations of the compiled step, seconds of tracing (split into TensorFlow
+tracing the Keras step into a graph, and our importer turning the graph into IR), of the
+compiler's passes and of the rest, microseconds of trace + compile per equation (flat when the cost grows
 linearly with the model), the cache hit's load seconds and Keras' first-call seconds.
 """
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -64,6 +66,7 @@ def run_one(model_name, side, cache):
 
     import ipu_keras
     from ipu_keras.keras import program
+    tracer = importlib.import_module("ipu_keras.tracer.trace")   # the module, not the function
 
     if cache:
         cfg = ipu_keras.config.IPUConfig()
@@ -71,6 +74,7 @@ def run_one(model_name, side, cache):
         cfg.configure_ipu_system()
     seconds = {}
     _timed(program, "trace", seconds)
+    _timed(tracer, "import_concrete", seconds)
     _timed(program, "compile_for_ipu", seconds)
     keras.utils.set_random_seed(0)
     if model_name == "resnet50":
@@ -90,6 +94,7 @@ def run_one(model_name, side, cache):
     if side == "ipu":
         executable = model.train_function.last_program.executable
         row.update(equations=executable.info["equations"], trace_s=seconds["trace"],
+                   import_s=seconds["import_concrete"],
                    compile_s=seconds["compile_for_ipu"],
                    passes_s=sum(executable.info["pass_seconds"].values()),
                    cache=executable.info["cache"]["status"],
@@ -116,7 +121,9 @@ def _row(model_name):
         return f"{model_name:10s} failed"
     rest = cold["total_s"] - cold["trace_s"] - cold["compile_s"]
     per_eqn = 1e6 * (cold["trace_s"] + cold["compile_s"]) / cold["equations"]
+    tf_trace = cold["trace_s"] - cold["import_s"]
     return (f"{model_name:10s} {cold['equations']:9d} {cold['trace_s']:7.2f} "
+            f"{tf_trace:6.2f} {cold['import_s']:6.2f} "
             f"{cold['compile_s']:9.2f} {rest:6.2f} {per_eqn:9.0f} "
             f"{warm['compile_s']:7.2f} ({warm['cache']}) {cpu['first_s']:9.2f}")
 
@@ -131,7 +138,8 @@ def main():
         model_name, side, cache = args.one.split(":")
         print(json.dumps(run_one(model_name, side, cache or None)))
         return
-    print(f"{'model':10s} {'equations':>9s} {'trace s':>7s} {'compile s':>9s} "
+    print(f"{'model':10s} {'equations':>9s} {'trace s':>7s} {'(tf':>6s} {'import)':>6s} "
+          f"{'compile s':>9s} "
           f"{'rest s':>6s} {'us/eqn':>9s} {'load s':>7s} {'':5s} {'keras 1st':>9s}")
     names = [b for b in args.blocks.split(",") if b] + ([] if args.no_resnet else ["resnet50"])
     for name in names:

@@ -18,6 +18,7 @@ import logging
 from ipu_keras import config as ipu_config
 from ipu_keras import flags
 from ipu_keras import reports
+from ipu_keras._gc import collection_paused
 from ipu_keras._progress import CompileProgress
 from ipu_keras.compiler import cache
 from ipu_keras.compiler.passes.memory import allow_out_of_memory
@@ -43,6 +44,7 @@ def compile_options(cfg):
     }
 
 
+@collection_paused()
 def compile_for_ipu(graph, cfg=None, name=""):
     """Compiles `graph` for the device `cfg` describes, through the executable cache.
 

@@ -68,7 +68,10 @@ class Equation:
 
     def subgraphs(self):
         """The sub-graphs this equation holds (control-flow bodies), in a stable order."""
-        return [v for _, v in sorted(self.params.items()) if isinstance(v, Graph)]
+        subs = [(k, v) for k, v in self.params.items() if isinstance(v, Graph)]
+        if len(subs) > 1:
+            subs.sort(key=lambda item: item[0])
+        return [v for _, v in subs]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Value types of the IR: a static shape and a numpy dtype name."""
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -8,6 +9,13 @@ DTYPES = (
     "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
     "float16", "float32", "float64",
 )
+
+
+@functools.lru_cache(maxsize=None)
+def dtype_name(dtype):
+    """numpy's name of a dtype, type or name (`np.dtype(dtype).name`, whose getter is slow
+    Python: a compile of ResNet-50 asked it 40,000 times)."""
+    return np.dtype(dtype).name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,7 +27,7 @@ class TensorType:
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", np.dtype(self.dtype).name)
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
         assert self.dtype in DTYPES, self.dtype
 
     @property

@@ -30,7 +30,7 @@ import numpy as np
 
 # Products of at least this many multiply-accumulates are split: a slab of a million
 # MACs is tens of microseconds of BLAS, well above a hand-off to a worker.
-WIDE_MACS = 4_000_000
+WIDE_MACS = 16_000_000
 MIN_SLAB_ROWS = 32
 # Elementwise kernels with at least this many outputs are split: a slab of a quarter
 # million elements is a fraction of a millisecond.
@@ -59,12 +59,13 @@ def _cores():
 
 
 def _pool():
-    """The process's slab workers (one per core beyond the calling thread's)."""
+    """The process's slab workers (one per core beyond the calling thread's); a forked
+    child, which has none of its parent's threads, makes its own."""
     with _lock:
-        if not _pools:
-            _pools.append(concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(_cores() - 1, 1), thread_name_prefix="ipu_keras_core"))
-    return _pools[0]
+        if not _pools or _pools[0][0] != os.getpid():
+            _pools[:] = [(os.getpid(), concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(_cores() - 1, 1), thread_name_prefix="ipu_keras_core"))]
+    return _pools[0][1]
 
 
 @contextlib.contextmanager

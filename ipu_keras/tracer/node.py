@@ -9,13 +9,13 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
 from ipu_keras.errors import StaticShapeRequiredError
-from ipu_keras.ir.types import TensorType
+from ipu_keras.ir.types import TensorType, dtype_name
 
 _MISSING = object()
 
 
 def numpy_dtype(tf_dtype):
-    return np.dtype(tf.as_dtype(tf_dtype).as_numpy_dtype).name
+    return dtype_name(tf.as_dtype(tf_dtype).as_numpy_dtype)
 
 
 def tensor_type(tensor):

@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
+from ipu_keras._gc import collection_paused
 from ipu_keras.errors import IPUError
 from ipu_keras.ir.graph import Graph, Value
 from ipu_keras.ir.types import TensorType
@@ -88,6 +89,7 @@ def _raise_designed_cause(error):
         raise cause.with_traceback(None) from None
 
 
+@collection_paused()
 def trace(fn, args=(), kwargs=None, outfeed_queues=None):
     """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
