@@ -13,6 +13,7 @@ attribute lists), `resolve_padding`, `offset_slices` (one strided slice of the p
 input per kernel offset) and `scatter_windows` (their adjoint, i.e. col2im).
 Kernels accumulate in float32 (float64 and integers in 64 bits), one matmul per group.
 """
+import functools
 import itertools
 import math
 
@@ -179,6 +180,13 @@ def _grouped_grads(dy, groups):
 
 
 def _conv(x, w, *, strides, dilations, padding):
+    out = out_spatial(x.shape[1:-1], w.shape[:-2], strides, dilations, padding)
+    return cores.batchwise(functools.partial(_conv_batch, strides=strides, dilations=dilations,
+                                             padding=padding),
+                           (x, w), (True, False), (x.shape[0],) + out + (w.shape[-1],), x.dtype)
+
+
+def _conv_batch(x, w, *, strides, dilations, padding):
     work = _work(x.dtype)
     groups = x.shape[-1] // w.shape[-2]
     cols, out = _columns(x, w.shape[:-2], strides, dilations, padding, work)
@@ -188,6 +196,14 @@ def _conv(x, w, *, strides, dilations, padding):
 
 
 def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):
+    input_shape = tuple(input_shape)
+    kernel = functools.partial(_conv_input_grad_batch, strides=strides, dilations=dilations,
+                               padding=padding)
+    return cores.batchwise(lambda w, dy: kernel(w, dy, input_shape=(len(dy),) + input_shape[1:]),
+                           (w, dy), (False, True), input_shape, w.dtype)
+
+
+def _conv_input_grad_batch(w, dy, *, input_shape, strides, dilations, padding):
     work, input_shape = _work(w.dtype), tuple(input_shape)
     kernel, (cg, o) = w.shape[:-2], w.shape[-2:]
     groups, k = input_shape[-1] // cg, math.prod(kernel)

@@ -6,8 +6,11 @@ into one slab per core and each slab computed by its own thread, writing into on
 preallocated result (numpy releases the GIL inside its loops and BLAS calls). That is
 `rowwise(fn, xs, dtype)` for compute-bound elementwise (and row by row) kernels of at
 least `SPLIT_ELEMENTS` outputs (exp, erfc, softmax: memory-bound ones such as add or relu
-were no faster split, the two cores sharing one memory bus), `matmul(a, b)` and `einsum(...)` for products of at least `WIDE_MACS`
-multiply-accumulates (matmul, the convolutions' im2col products, einsum).
+were no faster split, the two cores sharing one memory bus); `batchwise(...)` for
+kernels independent per batch element (convolutions and their input gradients, pooling
+gradients: their im2col copies and scatters split too); `matmul(a, b)` and
+`einsum(...)` for products of at least `WIDE_MACS` multiply-accumulates. A slab is
+never split again.
 
 Why not BLAS's own threads: OpenBLAS' idle threads spin for a while after each call,
 so after one multi-threaded product the next kernel's second thread found its core
@@ -97,8 +100,13 @@ def _split(compute, length, count):
     errors = np.geterr()   # numpy's error state is per thread: the workers take the caller's
 
     def run(part):
-        with np.errstate(**errors):
-            compute(part)
+        previous = slabs()
+        _state.slabs = 1   # a slab is not split again
+        try:
+            with np.errstate(**errors):
+                compute(part)
+        finally:
+            _state.slabs = previous
 
     others = [_pool().submit(run, part) for part in rows[1:]]
     try:
@@ -133,6 +141,25 @@ def rowwise(fn, xs, dtype):
             fn(*parts, out=out[rows], casting="unsafe")
         else:
             out[rows] = fn(*parts)
+
+    _split(compute, shape[0], count)
+    return out
+
+
+def batchwise(fn, xs, batched, shape, dtype):
+    """`fn(*xs)`, of `shape` and `dtype`, a slab per core along the batch when it is large.
+
+    `fn` must compute each index of its output's first axis (the batch) from the same
+    index of the first axis of the inputs flagged in `batched` and the whole of the
+    others: a convolution (batched input, whole filter), a pooling gradient.
+    """
+    count = slabs()
+    if count <= 1 or math.prod(shape) < SPLIT_ELEMENTS or shape[0] < count:
+        return np.asarray(fn(*xs), dtype=dtype)
+    out = np.empty(shape, dtype)
+
+    def compute(rows):
+        out[rows] = fn(*(x[rows] if cut else x for x, cut in zip(xs, batched)))
 
     _split(compute, shape[0], count)
     return out

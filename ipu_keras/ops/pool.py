@@ -11,11 +11,13 @@ that of 3-d max pooling (MaxPool3DGrad) to every element of the window equal to 
 pooled output, as TensorFlow's CPU kernels do when a window holds ties; average
 pooling with SAME padding divides by the number of non-padded elements in the window.
 """
+import functools
 import itertools
 
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
+from ipu_keras.ops import cores
 from ipu_keras.ops.conv import (
     Layout, offset_slices, out_spatial, pad_spatial, scatter_windows,
 )
@@ -127,7 +129,14 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties):
 
 
 def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first"):
-    """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y."""
+    """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y.
+    Large batches are computed a slab of the batch per core (`cores.batchwise`)."""
+    kernel = functools.partial(_max_pool_grad_batch, ksize=ksize, strides=strides,
+                               padding=padding, ties=ties)
+    return cores.batchwise(kernel, (x, y, dy), (True, True, True), x.shape, x.dtype)
+
+
+def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties):
     dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties)
     if dx is not None:
         return dx.astype(x.dtype, copy=False)
