@@ -220,14 +220,24 @@ def _conv_input_grad_batch(w, dy, *, input_shape, strides, dilations, padding):
 
 
 def _conv_filter_grad(x, dy, *, filter_shape, strides, dilations, padding):
-    work, filter_shape = _work(x.dtype), tuple(filter_shape)
+    """The sum over the batch of each element's filter gradient: large batches as one
+    partial sum per core, added in the accumulation dtype (`cores.batch_sum`)."""
+    kernel = functools.partial(_conv_filter_grad_batch, filter_shape=tuple(filter_shape),
+                               strides=strides, dilations=dilations, padding=padding)
+    dw = cores.batch_sum(kernel, (x, dy), len(x) * math.prod(dy.shape[1:]))
+    return dw.astype(x.dtype, copy=False)
+
+
+def _conv_filter_grad_batch(x, dy, *, filter_shape, strides, dilations, padding):
+    """The filter gradient of a batch, in the accumulation dtype (`_work`)."""
+    work = _work(x.dtype)
     kernel, (cg, o) = filter_shape[:-2], filter_shape[-2:]
     groups = x.shape[-1] // cg
     cols, _ = _columns(x, kernel, strides, dilations, padding, work)
     cols = _grouped_columns(cols, groups).transpose(0, 2, 1)
     dw = cores.matmul(cols, _grouped_grads(dy.astype(work, copy=False), groups))
     dw = dw.reshape(groups, math.prod(kernel), cg, o // groups).transpose(1, 2, 0, 3)
-    return dw.reshape(filter_shape).astype(x.dtype, copy=False)
+    return dw.reshape(filter_shape)
 
 
 # -- conv rules ---------------------------------------------------------------------------

@@ -8,7 +8,8 @@ preallocated result (numpy releases the GIL inside its loops and BLAS calls). Th
 least `SPLIT_ELEMENTS` outputs (exp, erfc, softmax: memory-bound ones such as add or relu
 were no faster split, the two cores sharing one memory bus); `batchwise(...)` for
 kernels independent per batch element (convolutions and their input gradients, pooling
-gradients: their im2col copies and scatters split too); `matmul(a, b)` and
+gradients: their im2col copies and scatters split too); `batch_sum(...)` for sums over
+the batch (convolutions' filter gradients: a partial sum per slab, added in order); `matmul(a, b)` and
 `einsum(...)` for products of at least `WIDE_MACS` multiply-accumulates. A slab is
 never split again.
 
@@ -163,6 +164,26 @@ def batchwise(fn, xs, batched, shape, dtype):
 
     _split(compute, shape[0], count)
     return out
+
+
+def batch_sum(fn, xs, size):
+    """The sum over the batch of `fn(*xs)`, where `fn` sums its inputs' batch (their first
+    axis) itself: with `size` (the elements it reads) large, one partial sum per core
+    over a slab of the batch, added in order. The sum's order differs from one call's
+    by those partial sums (a float32 sum bound, like a split product)."""
+    count = slabs()
+    if count <= 1 or size < SPLIT_ELEMENTS or len(xs[0]) < count:
+        return fn(*xs)
+    partials = {}   # first batch index of a slab -> its partial sum
+
+    def compute(rows):
+        partials[rows.start] = fn(*(x[rows] for x in xs))
+
+    _split(compute, len(xs[0]), count)
+    first, *others = (partials[start] for start in sorted(partials))
+    for partial in others:
+        first += partial
+    return first
 
 
 def matmul(a, b):

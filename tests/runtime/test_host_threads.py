@@ -47,6 +47,25 @@ def test_a_batchwise_kernel_is_split_along_the_batch_and_not_split_again():
         assert sorted(seen) == [(64 // cores._cores(), 1)] * cores._cores()
 
 
+def test_a_batch_sum_adds_one_partial_sum_per_core_in_order():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    slabs_seen = []
+
+    def total(part):
+        slabs_seen.append(len(part))
+        return part.sum(axis=0, dtype=np.float32)
+
+    with cores.execution():
+        got = cores.batch_sum(total, (x,), x.size)
+    tolerances.float32_sum("batch partial sums", 64, 1.0).assert_close(got, x.sum(axis=0))
+    if cores._cores() > 1:
+        assert sorted(slabs_seen) == [64 // cores._cores()] * cores._cores()
+        halves = [x[i * 64 // cores._cores():(i + 1) * 64 // cores._cores()].sum(
+            axis=0, dtype=np.float32) for i in range(cores._cores())]
+        np.testing.assert_array_equal(got, sum(halves[1:], halves[0]))
+
+
 def test_replicas_never_split():
     with cores.execution(widen=False):
         assert cores.slabs() == 1
