@@ -12,7 +12,12 @@ and one side's threads or caches never help the other. A process builds the mode
 0, fits one execution as warm-up (tracing and compiling), then times `fit` over the timed
 executions. ipu_keras runs `ipu_keras.Model` (the same layers); Keras runs `keras.Model`.
 
-    python bench/families.py [--quick] [--families cnn,resnet50]
+    python bench/families.py [--quick] [--families cnn,resnet50] [--repeats 3]
+
+With `--repeats N` each family's two sides run N times, alternating (keras, ipu, keras,
+...), and each column shows the median run: on a machine whose speed drifts (a shared
+virtual machine can run the same process 1.5x slower from one minute to the next), the
+alternation exposes both sides to the same phases. `ratios` then lists every pair's.
 
 Columns: host ms per step after warm-up for each side, their ratio (ipu_keras / Keras;
 above 1 the simulator is slower), the first `fit` call's seconds (trace + compile + one
@@ -125,13 +130,22 @@ def _run_subprocess(family, side, quick):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _median_run(runs):
+    """The run of median ms/step among `runs` (a list of result dicts), or None."""
+    runs = sorted(runs, key=lambda r: r["ms_per_step"])
+    return runs[(len(runs) - 1) // 2] if runs else None
+
+
 def print_table(rows):
-    """Prints one line per family from {(family, side): result} (a failed side prints '-')."""
+    """Prints one line per family from {(family, side): [results]} (a failed side: '-')."""
     print(f"{'model':12s} {'steps':>5s} {'keras ms/step':>13s} {'ipu ms/step':>11s} "
           f"{'ratio':>6s} {'keras 1st s':>11s} {'ipu 1st s':>9s} {'ipu compile s':>13s} "
           f"{'keras MiB':>9s} {'ipu MiB':>8s}")
+    pairs = {}
     for family in dict.fromkeys(f for f, _ in rows):
-        cpu, ipu = rows.get((family, "keras")), rows.get((family, "ipu"))
+        cpus, ipus = rows.get((family, "keras"), []), rows.get((family, "ipu"), [])
+        pairs[family] = [i["ms_per_step"] / c["ms_per_step"] for c, i in zip(cpus, ipus)]
+        cpu, ipu = _median_run(cpus), _median_run(ipus)
 
         def col(row, key, width, fmt):
             value = row.get(key) if row else None
@@ -145,6 +159,9 @@ def print_table(rows):
               f"{col(cpu, 'first_s', 11, '.2f')} {col(ipu, 'first_s', 9, '.2f')} "
               f"{col(ipu, 'compile_s', 13, '.2f')} {col(cpu, 'peak_rss_mib', 9, '.0f')} "
               f"{col(ipu, 'peak_rss_mib', 8, '.0f')}")
+    if any(len(r) > 1 for r in pairs.values()):
+        for family, ratios in pairs.items():
+            print(f"ratios {family}: " + ", ".join(f"{r:.2f}x" for r in ratios))
 
 
 def main():
@@ -152,6 +169,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer timed executions")
     parser.add_argument("--families", default=",".join(FAMILIES),
                         help=f"comma-separated subset of {','.join(FAMILIES)}")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per side, alternating; the table shows the median")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -164,10 +183,11 @@ def main():
         parser.error(f"unknown families {unknown}; expected a subset of {list(FAMILIES)}")
     rows = {}
     for family in families:
-        for side in SIDES:
-            row = _run_subprocess(family, side, args.quick)
-            if row is not None:
-                rows[(family, side)] = row
+        for _ in range(max(args.repeats, 1)):
+            for side in SIDES:
+                row = _run_subprocess(family, side, args.quick)
+                if row is not None:
+                    rows.setdefault((family, side), []).append(row)
     print_table(rows)
 
 
