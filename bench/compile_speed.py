@@ -12,8 +12,9 @@ where the compiler is replaced by loading the executable. Keras' own first `fit`
 
 Columns: IR equations of the compiled step, seconds of tracing (split into TensorFlow
 tracing the Keras step into a graph, and our importer turning the graph into IR), of the
-compiler's passes and of the rest, microseconds of trace + compile per equation (flat when the cost grows
-linearly with the model), the cache hit's load seconds and Keras' first-call seconds.
+compiler's passes and of the rest, microseconds of trace + compile per equation (flat
+when the cost grows linearly with the model), the cache hit's load seconds and Keras'
+first-call seconds.
 """
 import argparse
 import importlib

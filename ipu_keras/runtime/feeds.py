@@ -131,8 +131,8 @@ def infeed_dataset(dataset):
     """`dataset` with the options of a device infeed: tf.data's autotuning off.
 
     The autotuner's thread models the pipeline from the gaps between `GetNext` calls,
-    and a device reads its infeed in bursts, one execution's worth at a time. While an
-    execution lent BLAS the other core (`ops/blas.py`), destroying the iterator at the
+    and a device reads its infeed in bursts, one execution's worth at a time. Once
+    executions used the other core too (`ops/cores.py`), destroying the iterator at the
     end of a `fit` waited for that thread for 0.4 to 25 s. Without autotuning,
     `AUTOTUNE` parallelism and buffer sizes take tf.data's fixed defaults.
     """

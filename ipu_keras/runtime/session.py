@@ -12,13 +12,14 @@ With more IPUs than the executable's shards, the session runs R replicas of it a
 (`runtime/replicas.py`): outfeeds gain a replica axis, each replica keeps its own
 variables on the device between executions, and the host sees replica 0's.
 
-During an execution numpy's BLAS runs on one thread, except for large products, which
-use every core when one replica runs (`ops/cores.py`). The first session makes freed
+During an execution numpy's BLAS runs on one thread and large kernels are split over
+the cores when one replica runs (`ops/cores.py`). The first session makes freed
 host memory stay on the heap for the next execution (`runtime/host_heap.py`).
 """
 import itertools
 
 import numpy as np
+
 from ipu_keras import profiling
 from ipu_keras.distributed.process_group import active_group
 from ipu_keras.ops import cores
