@@ -4,9 +4,9 @@ Each kernel allocates its results afresh, and a step of a convolutional model fr
 allocates the same few megabyte-sized arrays again and again. glibc serves such
 allocations with fresh `mmap`ed pages and returns them on free, so every step
 page-faults its arrays in anew (the Keras tutorial's CNN of `bench/families.py`: 50,875
-minor faults over its 60 steps, 17,275 with this; system time 0.27 -> 0.11 s). `keep_freed_memory()` asks
-glibc once per process to take allocations up to 32 MiB from the heap and not to trim
-it, so a step reuses the pages the previous one freed. The resident size then stays
+minor faults over its 60 steps, 17,275 with this; system time 0.27 -> 0.11 s).
+`keep_freed_memory()` asks glibc once per process to take allocations up to 32 MiB from
+the heap and not to trim it, so a step reuses the pages the previous one freed. The resident size then stays
 at its peak instead of shrinking between executions. Elsewhere than on glibc this
 does nothing.
 """
