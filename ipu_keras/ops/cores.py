@@ -130,8 +130,11 @@ def rowwise(fn, xs, dtype):
     it is large. `fn` must compute each index of that axis from the same index of the
     (numpy-broadcast) inputs alone: elementwise kernels, or a softmax over a later axis."""
     count = slabs()
-    shape = np.broadcast_shapes(*(np.shape(x) for x in xs)) if count > 1 else ()
-    if math.prod(shape) < SPLIT_ELEMENTS or shape[0] < count:
+    # The largest input gates it cheaply (a kernel's inputs are mostly its output's size).
+    if count <= 1 or max(np.size(x) for x in xs) < SPLIT_ELEMENTS:
+        return np.asarray(fn(*xs), dtype=dtype)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    if shape[0] < count:
         return np.asarray(fn(*xs), dtype=dtype)
     out = np.empty(shape, dtype)
     rank = len(shape)
@@ -192,10 +195,11 @@ def matmul(a, b):
     along the leading batch axis if it has a slab per core, else along the rows of `a`
     if each slab gets at least MIN_SLAB_ROWS of them."""
     count = slabs()
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if count <= 1 or math.prod(batch) * m * k * n < WIDE_MACS:
+    if count <= 1 or max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2])) * m * k * n \
+            < WIDE_MACS:
         return np.matmul(a, b)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     out = np.empty(batch + (m, n), np.result_type(a, b))
     rank = out.ndim
     if batch and batch[0] >= count:
