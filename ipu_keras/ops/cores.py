@@ -26,6 +26,7 @@ Measured per size with `python bench/host_cores.py`.
 """
 import concurrent.futures
 import contextlib
+import functools
 import math
 import os
 import threading
@@ -118,6 +119,14 @@ def _split(compute, length, count):
             other.result()
 
 
+def _into(shape, dtype, length, count, write):
+    """A new array of `shape` and `dtype` whose slabs `write(out, rows)` fills, split
+    `count` ways along its axis of `length` (the first, or the rows of a product)."""
+    out = np.empty(shape, dtype)
+    _split(lambda rows: write(out, rows), length, count)
+    return out
+
+
 def _cut(x, axis, length, rows):
     """`x` sliced at `rows` on `axis` if it spans `length` there; else whole (broadcast)."""
     if axis < 0 or np.ndim(x) <= axis or np.shape(x)[axis] != length:
@@ -136,10 +145,9 @@ def rowwise(fn, xs, dtype):
     shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
     if shape[0] < count:
         return np.asarray(fn(*xs), dtype=dtype)
-    out = np.empty(shape, dtype)
     rank = len(shape)
 
-    def compute(rows):
+    def write(out, rows):
         # Inputs of lower rank broadcast over the first axis: they are not cut.
         parts = [_cut(x, 0 if np.ndim(x) == rank else -1, shape[0], rows) for x in xs]
         if isinstance(fn, np.ufunc):
@@ -147,8 +155,18 @@ def rowwise(fn, xs, dtype):
         else:
             out[rows] = fn(*parts)
 
-    _split(compute, shape[0], count)
-    return out
+    return _into(shape, dtype, shape[0], count, write)
+
+
+def rowwise_kernel(kernel):
+    """`kernel(*xs, **params)` as a kernel computed by `rowwise` in the first input's
+    dtype: how an op registers a compute-bound elementwise kernel."""
+    def run(*xs, **params):
+        fn = functools.partial(kernel, **params) if params else kernel
+        return rowwise(fn, xs, xs[0].dtype)
+
+    run.__name__ = getattr(kernel, "__name__", "kernel")
+    return run
 
 
 def batchwise(fn, xs, batched, shape, dtype):
@@ -161,13 +179,10 @@ def batchwise(fn, xs, batched, shape, dtype):
     count = slabs()
     if count <= 1 or math.prod(shape) < SPLIT_ELEMENTS or shape[0] < count:
         return np.asarray(fn(*xs), dtype=dtype)
-    out = np.empty(shape, dtype)
-
-    def compute(rows):
+    def write(out, rows):
         out[rows] = fn(*(x[rows] if cut else x for x, cut in zip(xs, batched)))
 
-    _split(compute, shape[0], count)
-    return out
+    return _into(shape, dtype, shape[0], count, write)
 
 
 def batch_sum(fn, xs, size):
@@ -200,20 +215,17 @@ def matmul(a, b):
             < WIDE_MACS:
         return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    out = np.empty(batch + (m, n), np.result_type(a, b))
-    rank = out.ndim
+    shape, dtype, rank = batch + (m, n), np.result_type(a, b), len(batch) + 2
     if batch and batch[0] >= count:
-        def compute(rows):
+        def write(out, rows):
             np.matmul(*(_cut(x, 0 if x.ndim == rank else -1, batch[0], rows) for x in (a, b)),
                       out=out[rows])
-        _split(compute, batch[0], count)
-    elif m >= MIN_SLAB_ROWS * count:
-        def compute(rows):
+        return _into(shape, dtype, batch[0], count, write)
+    if m >= MIN_SLAB_ROWS * count:
+        def write(out, rows):
             np.matmul(a[..., rows, :], b, out=out[..., rows, :])
-        _split(compute, m, count)
-    else:   # few rows: slabs of columns would write strided results, slower than one call
-        return np.matmul(a, b)
-    return out
+        return _into(shape, dtype, m, count, write)
+    return np.matmul(a, b)   # few rows: slabs of columns would write strided results
 
 
 def einsum(equation, operands, macs, optimize):
@@ -236,12 +248,11 @@ def einsum(equation, operands, macs, optimize):
     length = sizes[label]
     if length < count:
         return np.einsum(equation, *operands, optimize=optimize)
-    out = np.empty(tuple(sizes[name] for name in output), np.result_type(*operands))
 
-    def compute(rows):
+    def write(out, rows):
         out[rows] = np.einsum(equation, *(_cut(x, s.find(label), length, rows)
                                           for s, x in zip(subscripts, operands)),
                               optimize=optimize)
 
-    _split(compute, length, count)
-    return out
+    return _into(tuple(sizes[name] for name in output), np.result_type(*operands), length,
+                 count, write)

@@ -74,8 +74,7 @@ def _codelet(fn, predicate, split=False):
         def kernel(*xs):
             return np.asarray(fn(*xs), dtype=bool)
     elif split:
-        def kernel(*xs):
-            return cores.rowwise(fn, xs, xs[0].dtype)
+        return cores.rowwise_kernel(fn)
     else:
         def kernel(*xs):
             return np.asarray(fn(*xs), dtype=xs[0].dtype)

@@ -7,8 +7,6 @@ and one per activation gradient (`relu`, `relu_grad`, ... from `_ACTIVATIONS`),
 their TensorFlow importers. Kernels compute in the input dtype with the formulas of
 TensorFlow's CPU kernels, so results agree with TensorFlow up to rounding.
 """
-import functools
-
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
@@ -188,17 +186,9 @@ def _import_activation(op, attrs):
     return importer
 
 
-def _by_rows(kernel):
-    """A compute-bound elementwise kernel, a slab per core when large (`cores.rowwise`)."""
-    def run(*xs, **params):
-        return cores.rowwise(functools.partial(kernel, **params), xs, xs[0].dtype)
-
-    return run
-
-
 for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
     register_op(_op, shape=same_type, cost=per_output_element(_kind), mapping="elementwise",
-                kernel=_by_rows(_kernel) if _kind == "transcendental" else _kernel)
+                kernel=cores.rowwise_kernel(_kernel) if _kind == "transcendental" else _kernel)
     tf_import(_tf_type)(_import_activation(_op, _attrs))
 
 
