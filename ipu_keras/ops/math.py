@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ipu_keras.ir.types import TensorType
-from ipu_keras.ops import cores
+from ipu_keras.ops import cores, simd
 from ipu_keras.ops._common import broadcast_shape
 from ipu_keras.ops.registry import Work, register_op, tf_direct, tf_import
 
@@ -172,8 +172,20 @@ def _add_n(*xs):
     return np.array(total, copy=True)
 
 
+def _extremum(ufunc):
+    """np.maximum or np.minimum, on `simd.against` when the second operand is a scalar."""
+    def kernel(x, y):
+        return simd.against(ufunc, x, y) if np.size(y) == 1 else ufunc(x, y)
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+_maximum, _minimum = _extremum(np.maximum), _extremum(np.minimum)
+
+
 def _clip(t, lo, hi):
-    return np.maximum(np.minimum(t, hi), lo)
+    return _maximum(_minimum(t, hi), lo)
 
 
 def _sigmoid(x):
@@ -245,8 +257,8 @@ _elementwise("floor_div", _floor_div, VECTOR, "FloorDiv")
 _elementwise("floor_mod", _floor_mod, VECTOR, "FloorMod")
 _elementwise("truncate_div", _truncate_div, VECTOR, "TruncateDiv")
 _elementwise("truncate_mod", np.fmod, VECTOR, "TruncateMod", "Mod")
-_elementwise("maximum", np.maximum, VECTOR, "Maximum")
-_elementwise("minimum", np.minimum, VECTOR, "Minimum")
+_elementwise("maximum", _maximum, VECTOR, "Maximum")
+_elementwise("minimum", _minimum, VECTOR, "Minimum")
 _elementwise("squared_difference", _squared_difference, VECTOR, "SquaredDifference")
 _elementwise("xdivy", _xdivy, VECTOR, "Xdivy")
 _elementwise("pow", np.power, TRANSCENDENTAL, "Pow")
@@ -340,7 +352,7 @@ def _select_rule(in_types, *, expand=0):
 def _select(cond, x, y, *, expand=0):
     if expand:
         cond = cond.reshape(cond.shape + (1,) * expand)
-    return np.asarray(np.where(cond, x, y), dtype=x.dtype)
+    return np.asarray(simd.select(cond, x, y), dtype=x.dtype)
 
 
 _register("select", _select_rule, _select, _per_output(VECTOR))
