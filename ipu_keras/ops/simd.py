@@ -14,7 +14,7 @@ off them, and this module gives each such step a formulation with the same resul
   `y ^ ((x ^ y) & mask)`, the mask being all ones where `cond` holds. Same bits.
 
 Measured on this project's machine (2-core AMD EPYC, numpy 2.4) with
-`python bench/host_cores.py`, which prints both sides of each.
+`python bench/simd_steps.py`, which prints both sides of each and checks they agree.
 """
 import functools
 
