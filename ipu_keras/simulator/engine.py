@@ -60,6 +60,8 @@ class Engine:
         self._preset = [None] * executable.num_slots
         for slot, value in executable.constants:
             self._preset[slot] = value
+        self._exports = _exports(executable)
+        self._reads = {}
         self._blocks = [None] * len(executable.blocks)
         for i in reversed(range(len(executable.blocks))):
             self._blocks[i] = self._build_block(i)
@@ -99,6 +101,8 @@ class Engine:
             sources = block.get("sources") or [["", ""]] * len(steps)
             steps = [self._trapping(run, step, source) if step[0] in ("exec", "write") else run
                      for run, step, source in zip(steps, block["steps"], sources)]
+        dead = self._dead_after(index)
+        steps = [_then_drop(run, slots) if slots else run for run, slots in zip(steps, dead)]
 
         def run_block(env):
             self.counts[index] += 1
@@ -106,6 +110,50 @@ class Engine:
                 step(env)
 
         return run_block
+
+    def _dead_after(self, index):
+        """Per step of block `index`: the slots it defined that no later step reads and the
+        block does not hand back, to drop after their last reader. The allocator then
+        serves the next results from memory just freed (still in the cache) instead of
+        keeping every value of a loop body alive until the next iteration replaces it.
+        Only slots a step of this block writes are dropped: a loop body redefines them on
+        each iteration; its inputs, constants and values of enclosing blocks stay."""
+        steps = self.executable.blocks[index]["steps"]
+        defined = {slot: i for i, step in enumerate(steps) for slot in _writes(step)}
+        last = dict(defined)
+        for i, step in enumerate(steps):
+            for slot in self._block_step_reads(step):
+                if slot in defined:
+                    last[slot] = i
+        dead = [[] for _ in steps]
+        for slot, i in last.items():
+            if slot not in self._exports[index]:
+                dead[i].append(slot)
+        return [tuple(slots) for slots in dead]
+
+    def _block_step_reads(self, step):
+        """The slots a step reads, a loop's or a branch's blocks' reads included."""
+        kind = step[0]
+        if kind in ("exec", "collective"):
+            return step[2]
+        if kind == "write":
+            return (step[3],)
+        if kind == "outfeed":
+            return step[2]
+        if kind == "while":
+            return tuple(step[1]) + self._reads_of(step[2]) + self._reads_of(step[5])
+        if kind == "if":
+            return ((step[1],) + tuple(step[2]) + self._reads_of(step[3])
+                    + self._reads_of(step[6]))
+        return ()
+
+    def _reads_of(self, index):
+        if index not in self._reads:
+            self._reads[index] = ()   # a block does not contain itself
+            block = self.executable.blocks[index]
+            self._reads[index] = tuple({slot for step in block["steps"]
+                                        for slot in self._block_step_reads(step)})
+        return self._reads[index]
 
     def _build_step(self, step):
         return getattr(self, "_step_" + step[0])(*step[1:])
@@ -204,3 +252,43 @@ class Engine:
             for slot, i in zip(outs, inner_out):
                 env[slot] = env[i]
         return run
+
+
+def _then_drop(run, slots):
+    def step(env):
+        run(env)
+        for slot in slots:
+            env[slot] = None
+    return step
+
+
+def _writes(step):
+    """The slots a step of a block writes in that block."""
+    kind = step[0]
+    if kind in ("exec", "collective"):
+        return step[3]
+    if kind == "read":
+        return (step[2],)
+    if kind == "infeed":
+        return step[2]
+    if kind == "while":
+        return step[8]
+    if kind == "if":
+        return step[9]
+    return ()
+
+
+def _exports(executable):
+    """Per block: the slots read after it runs by whoever runs it (the run's outputs, a
+    loop's condition and carried values, a branch's results)."""
+    exports = [set() for _ in executable.blocks]
+    exports[0].update(executable.outputs)
+    for block in executable.blocks:
+        for step in block["steps"]:
+            if step[0] == "while":
+                exports[step[2]].add(step[4])
+                exports[step[5]].update(step[7])
+            elif step[0] == "if":
+                exports[step[3]].update(step[5])
+                exports[step[6]].update(step[8])
+    return exports

@@ -1,4 +1,6 @@
 """The engine runs executables: kernels, variables, streams, loops and cycle counts."""
+import weakref
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,51 @@ def test_integer_division_by_zero_never_traps():
     (out,) = Engine(exe, {"inv": True, "div0": True, "oflo": True}).run([x, y], [], None)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(out, np.floor_divide(x, y))
+
+
+class _Recording(Engine):
+    """An engine that keeps a weak reference to every exec step's result."""
+
+    def __init__(self, executable):
+        self.made = []
+        super().__init__(executable)
+
+    def _step_exec(self, op, ins, outs, params):
+        run = super()._step_exec(op, ins, outs, params)
+
+        def recorded(env):
+            run(env)
+            self.made.extend((op, weakref.ref(env[o])) for o in outs)
+        return recorded
+
+
+def test_a_value_is_freed_after_its_last_reader():
+    graph, _ = counting_loop(limit=3)
+    engine = _Recording(compile_graph(graph, small_target(4)))
+    freed = []
+
+    class Streams(ListStreams):
+        def push(self, feed, arrays):
+            super().push(feed, arrays)
+            # acc * 2 of this iteration: read by the add before the outfeed, then dead.
+            freed.append([ref for op, ref in engine.made if op == "mul"][-1]() is None)
+
+    streams = Streams([np.full(2, k, np.float32) for k in (1, 2, 3)])
+    i, acc = engine.run([np.zeros(2, np.float32)], [], streams)
+    assert freed == [True, True, True]
+    np.testing.assert_array_equal(acc, [11, 11])   # the carried values were kept
+
+
+@pytest.mark.parametrize("graph", [dense_step(), counting_loop(limit=2)[0]],
+                         ids=["dense", "loop"])
+def test_no_slot_is_dropped_before_a_later_read_or_handed_back(graph):
+    exe = compile_graph(graph, small_target(4))
+    engine = Engine(exe)
+    dropped = 0
+    for index, block in enumerate(exe.blocks):
+        dead = engine._dead_after(index)
+        for i, slots in enumerate(dead):
+            later = {s for step in block["steps"][i + 1:] for s in engine._block_step_reads(step)}
+            assert not set(slots) & (later | engine._exports[index]), (index, i)
+            dropped += len(slots)
+    assert dropped > 0
