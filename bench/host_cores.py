@@ -39,6 +39,8 @@ ELEMENTWISE = [  # (op, shape): the compute-bound ones, which are split
 
 
 def best_time(fn, repeats):
+    """The best of `repeats` timed calls of `fn`, after one untimed call."""
+    fn()
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()

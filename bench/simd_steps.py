@@ -11,19 +11,10 @@ another order).
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
-
-def best_time(fn, repeats):
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+from host_cores import best_time   # bench/ is the script's directory
 
 
 def _cases(rng):
