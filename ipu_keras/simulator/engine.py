@@ -2,10 +2,10 @@
 
 It owns execution only. At construction every step is resolved once into a closure
 over its kernel, slots and params, so the hot path is a flat loop of calls with no
-look-ups, shape checks or cost arithmetic. A value is dropped after the last step of its
-block that reads it (`_dead_after`), so results reuse memory freed a moment earlier. Cycles are not added up while running:
-each block counts how often it ran, and `cycles()` multiplies those counts by the
-cost tables the compiler computed.
+look-ups, shape checks or cost arithmetic. A value is dropped after the last step of
+its block that reads it (`_dead_after`), so results reuse memory freed a moment
+earlier. Cycles are not added up while running: each block counts how often it ran,
+and `cycles()` multiplies those counts by the cost tables the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
