@@ -41,9 +41,9 @@ def _row_of_bits(bits, dtype):
 
 
 def against(ufunc, x, value):
-    """`ufunc(x, value)` for a float array `x` and a scalar `value` (a Python number or a
-    one-element array or numpy scalar of x's dtype), on the array-array loop. Other arguments, and small
-    or non-contiguous `x`, take the plain call."""
+    """`ufunc(x, value)` for a float array `x` and a scalar `value` (a Python number, or a
+    one-element array or numpy scalar of x's dtype), on the array-array loop. Other
+    arguments, and small or non-contiguous `x`, take the plain call."""
     x = np.asarray(x)
     if isinstance(value, (np.ndarray, np.generic)):
         if value.size != 1 or value.dtype != x.dtype or value.ndim > x.ndim:
