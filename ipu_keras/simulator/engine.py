@@ -134,19 +134,8 @@ class Engine:
 
     def _block_step_reads(self, step):
         """The slots a step reads, a loop's or a branch's blocks' reads included."""
-        kind = step[0]
-        if kind in ("exec", "collective"):
-            return step[2]
-        if kind == "write":
-            return (step[3],)
-        if kind == "outfeed":
-            return step[2]
-        if kind == "while":
-            return tuple(step[1]) + self._reads_of(step[2]) + self._reads_of(step[5])
-        if kind == "if":
-            return ((step[1],) + tuple(step[2]) + self._reads_of(step[3])
-                    + self._reads_of(step[6]))
-        return ()
+        reads, _, blocks = _FIELDS.get(step[0], ((), (), ()))
+        return _slots(step, reads) + sum((self._reads_of(step[f]) for f in blocks), ())
 
     def _reads_of(self, index):
         if index not in self._reads:
@@ -263,20 +252,25 @@ def _then_drop(run, slots):
     return step
 
 
+# Per step kind, the fields of its step list that hold (slots it reads, slots it writes,
+# blocks it runs); a field is one slot or a list of them.
+_FIELDS = {
+    "exec": ((2,), (3,), ()), "collective": ((2,), (3,), ()), "read": ((), (2,), ()),
+    "write": ((3,), (), ()), "infeed": ((), (2,), ()), "outfeed": ((2,), (), ()),
+    "while": ((1,), (8,), (2, 5)), "if": ((1, 2), (9,), (3, 6)),
+}
+
+
+def _slots(step, fields):
+    out = []
+    for f in fields:
+        out.extend(step[f] if isinstance(step[f], (list, tuple)) else (step[f],))
+    return tuple(out)
+
+
 def _writes(step):
     """The slots a step of a block writes in that block."""
-    kind = step[0]
-    if kind in ("exec", "collective"):
-        return step[3]
-    if kind == "read":
-        return (step[2],)
-    if kind == "infeed":
-        return step[2]
-    if kind == "while":
-        return step[8]
-    if kind == "if":
-        return step[9]
-    return ()
+    return _slots(step, _FIELDS.get(step[0], ((), (), ()))[1])
 
 
 def _exports(executable):
