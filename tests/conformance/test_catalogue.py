@@ -2,36 +2,24 @@
 
 One case per item of `ipu_keras.conformance.catalogue` (ids are the item names), each
 asserting the status "ok" of `run_item`: the same losses, metrics, predictions, final
-weights and optimizer variables within the item's tolerance. The selected items run
-once, up front, in `IPU_KERAS_CONFORMANCE_WORKERS` processes (default: 2, or 1 on a
-single core); `-k` selects items by name as usual. The item cases are marked slow
-(about three minutes on two cores); the catalogue's coverage checks are not.
+weights and optimizer variables within the item's tolerance. The selected items run in
+a process of their own while the rest of the suite runs (`conftest.py`: its
+`IPU_KERAS_CONFORMANCE_WORKERS` processes, default 2, or 1 on a single core), and
+their cases come last; `-k` selects items by name as usual. The item cases are marked
+slow (about three minutes of two cores); the catalogue's coverage checks are not.
 """
-import os
-
 import keras
 import pytest
 
 from ipu_keras.conformance.catalogue import catalogue
-from ipu_keras.conformance.runner import run_items
 
 ITEMS = {item.name: item for item in catalogue()}
-WORKERS = int(os.environ.get("IPU_KERAS_CONFORMANCE_WORKERS", min(2, os.cpu_count() or 1)))
-
-
-@pytest.fixture(scope="module")
-def results(request):
-    """Results of the items this session selected, run together (in parallel)."""
-    selected = [test.callspec.params["name"] for test in request.session.items
-                if test.module is request.module and hasattr(test, "callspec")]
-    items = [ITEMS[name] for name in selected]
-    return {item.name: result for item, result in run_items(items, WORKERS)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ITEMS), ids=list(ITEMS))
-def test_item_matches_tensorflow(name, results):
-    result = results[name]
+def test_item_matches_tensorflow(name, catalogue_results):
+    result = catalogue_results[name]
     assert result.status == "ok", f"{name}: {result.status}: {result.detail}"
 
 
