@@ -3,14 +3,17 @@
 An optimizer's update of a weight that stage 1 reads (a large gradient times a scalar
 learning rate read on IPU 0, then a write of the variable) must run on IPU 1 and move
 only the scalar; the constant that resets an accumulator follows the accumulator's
-write; and a chain with nothing placed but its last user follows that user back.
+write; and a chain with nothing placed but its last user follows that user back. A graph with
+nothing placed takes a short cut, which must place it as the general fill does.
 """
 import numpy as np
 
+from ipu_keras.compiler.passes import shard as shard_pass
 from ipu_keras.compiler.passes.shard import shard
 from ipu_keras.ir.graph import VariableSpec
 from ipu_keras.ir.types import TensorType
 from ipu_keras.ops.builder import Builder, new_input
+from tests.graphs import counting_loop
 
 WEIGHT = TensorType((64, 64), "float32")
 SCALAR = TensorType((), "float32")
@@ -21,6 +24,12 @@ def _by_op(graph):
     for eqn in graph.walk():
         found.setdefault(eqn.op, []).append(eqn)
     return found
+
+
+def _placement(graph):
+    """Each equation, depth first: its op, IPU and the ids of what it reads and writes."""
+    return [(e.op, e.shard, [v.id for v in e.inputs], [v.id for v in e.outputs])
+            for e in graph.walk()]
 
 
 def test_an_update_runs_on_its_weights_ipu_and_moves_only_the_scalar():
@@ -56,3 +65,11 @@ def test_an_unplaced_chain_follows_its_placed_user_back():
     graph = shard(b.graph([x], [y]))
     assert {e.shard for e in graph.equations} == {1}
     assert "ipu_copy" not in _by_op(graph)
+
+
+def test_a_graph_with_nothing_placed_is_placed_as_the_general_fill_places_it():
+    graph, _ = counting_loop()
+    quick = shard(graph)
+    assert _placement(quick) == _placement(shard_pass._placed_and_copied(graph))
+    assert {e.shard for e in quick.walk()} == {0}
+    assert any(e.subgraphs() for e in quick.equations)   # the loop's body was placed too

@@ -36,6 +36,12 @@ STATE_OPS = ("read_var", "write_var")
 
 def shard(graph):
     """Graph -> Graph: all equations placed, crossings made `ipu_copy` equations."""
+    if all(eqn.shard is None for eqn in graph.walk()):
+        return _on_one_ipu(graph)   # nothing placed: all on IPU 0, nothing crosses
+    return _placed_and_copied(graph)
+
+
+def _placed_and_copied(graph):
     # A variable no placed equation reads or writes takes the IPU of its first access
     # that a first fill could decide; the second fill starts from every variable's
     # home, so what feeds its writes follows it.
@@ -146,6 +152,13 @@ def _fill(graph, parent, homes, default=0):
                   for k, v in e.params.items()}
         out.append(dataclasses.replace(e, shard=s, params=params))
     return graph.replace(equations=out)
+
+
+def _on_one_ipu(graph):
+    """`graph` with every equation, at every level, on IPU 0."""
+    return graph.replace(equations=[dataclasses.replace(e, shard=0, params={
+        k: _on_one_ipu(v) if isinstance(v, Graph) else v for k, v in e.params.items()})
+        for e in graph.equations])
 
 
 def _sub_keys(eqn):

@@ -86,6 +86,10 @@ class TileMap:
     aliases: dict = dataclasses.field(default_factory=dict)  # view value id -> source id
     tiles_per_ipu: int = 0
     target: object = None     # the `Target` mapped onto (its rates choose reduction trees)
+    # equation -> its received bytes per tile (`traffic.received_bytes`, asked by the
+    # memory plan and the lowering alike), filled as they ask
+    received: dict = dataclasses.field(default_factory=dict, init=False, compare=False,
+                                       repr=False)
 
     def plan_of(self, eqn):
         return self.plans.get(eqn.outputs[0].id) if eqn.outputs else None

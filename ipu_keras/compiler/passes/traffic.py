@@ -32,7 +32,16 @@ _NO_EXCHANGE = ("const", "read_var", "while", "if", "call", "infeed", "outfeed")
 
 
 def received_bytes(eqn, tile_map):
-    """Bytes each tile receives in the exchange(s) of `eqn` (array per tile)."""
+    """Bytes each tile receives in the exchange(s) of `eqn` (a read-only array per tile,
+    computed once per equation and tile map)."""
+    received = tile_map.received.get(eqn)
+    if received is None:
+        received = tile_map.received[eqn] = _received_bytes(eqn, tile_map)
+        received.flags.writeable = False
+    return received
+
+
+def _received_bytes(eqn, tile_map):
     n = tile_map.num_tiles
     if eqn.op in _NO_EXCHANGE or (not eqn.outputs and eqn.op != "write_var"):
         return np.zeros(n, np.int64)
