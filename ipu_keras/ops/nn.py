@@ -221,8 +221,10 @@ for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
 
 def _shifted_exp_sum(logits):
     """(logits - max, sum(exp(logits - max))) along the last axis, keeping dims."""
-    shifted = logits - np.max(logits, axis=-1, keepdims=True)
-    return shifted, np.sum(np.exp(shifted), axis=-1, keepdims=True)
+    # The ufuncs' reduce: np.max and np.sum call it too, through a slower Python layer
+    # (these kernels run every step on small batches, where that layer is most of the time).
+    shifted = logits - np.maximum.reduce(logits, axis=-1, keepdims=True)
+    return shifted, np.add.reduce(np.exp(shifted), axis=-1, keepdims=True)
 
 
 def _softmax(logits):
@@ -261,13 +263,18 @@ def _softmax_xent(logits, labels):
 def _sparse_softmax_xent(logits, labels):
     """Out-of-range labels give NaN rows (TensorFlow on the CPU raises, on the GPU NaN)."""
     shifted, total = _shifted_exp_sum(logits)
-    valid = (labels >= 0) & (labels < logits.shape[-1])
-    index = np.where(valid, labels, 0)[..., None]
-    picked = np.take_along_axis(shifted, index, axis=-1)[..., 0]
-    loss = np.where(valid, np.log(total[..., 0]) - picked, np.nan).astype(logits.dtype)
-    onehot = np.arange(logits.shape[-1]) == labels[..., None]
-    backprop = np.exp(shifted) / total - onehot
-    return loss, np.where(valid[..., None], backprop, np.nan).astype(logits.dtype)
+    classes = logits.shape[-1]
+    valid = (labels >= 0) & (labels < classes)
+    all_valid = bool(valid.all())
+    index = labels if all_valid else np.where(valid, labels, 0)
+    rows = shifted.reshape(-1, classes)
+    picked = rows[np.arange(len(rows)), index.ravel()].reshape(np.shape(labels))
+    loss = np.log(total[..., 0]) - picked
+    backprop = np.exp(shifted) / total - (np.arange(classes) == labels[..., None])
+    if not all_valid:
+        loss = np.where(valid, loss, np.nan)
+        backprop = np.where(valid[..., None], backprop, np.nan)
+    return loss.astype(logits.dtype, copy=False), backprop.astype(logits.dtype, copy=False)
 
 
 def _per_logit(kind):
