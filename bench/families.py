@@ -14,10 +14,11 @@ executions. ipu_keras runs `ipu_keras.Model` (the same layers); Keras runs `kera
 
     python bench/families.py [--quick] [--families cnn,resnet50] [--repeats 3]
 
-With `--repeats N` each family's two sides run N times, alternating (keras, ipu, keras,
-...), and each column shows the median run: on a machine whose speed drifts (a shared
-virtual machine can run the same process 1.5x slower from one minute to the next), the
-alternation exposes both sides to the same phases. `ratios` then lists every pair's.
+The two processes of a family are prepared one after the other and stay up; then the
+timed fits alternate between them (keras, ipu, keras, ...), `--repeats` each, one process
+working at a time: on a machine whose speed drifts (a shared virtual machine can run the
+same process 1.5x slower from one minute to the next) both sides run through the same
+phases. Each column shows the median fit; `ratios` lists every pair's.
 
 Columns: host ms per step after warm-up for each side, their ratio (ipu_keras / Keras;
 above 1 the simulator is slower), the first `fit` call's seconds (trace + compile + one
@@ -29,6 +30,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 
 # family: (batch, steps_per_execution, timed executions, timed executions with --quick)
@@ -39,6 +41,9 @@ FAMILIES = {
     "transformer": (16, 4, 3, 1),
 }
 SIDES = ("keras", "ipu")
+# Untimed pause before each timed fit: TensorFlow's and BLAS' idle threads spin for a
+# while after their last work, on the cores the next fit (of the other process) needs.
+SETTLE_SECONDS = 0.5
 
 
 def _mlp(keras):
@@ -90,8 +95,10 @@ def _data(family, shape, classes, samples):
     return x, rng.integers(0, classes, samples).astype(np.int32)
 
 
-def run_one(family, side, quick):
-    """Fits one family on one side; returns its result row (a dict)."""
+def prepare(family, side, quick):
+    """Builds one family on one side and fits one execution (tracing and compiling);
+    returns `timed()`, which fits the timed executions and returns the result row (a dict).
+    Each call of `timed` fits the same data again, the weights going on from the last."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
 
@@ -109,25 +116,91 @@ def run_one(family, side, quick):
     start = time.perf_counter()
     model.fit(x[:warm], y[:warm], batch_size=batch, verbose=0, shuffle=False)
     first = time.perf_counter() - start
-    start = time.perf_counter()
-    history = model.fit(x[warm:], y[warm:], batch_size=batch, verbose=0, shuffle=False)
-    seconds = time.perf_counter() - start
-    program = getattr(getattr(model, "train_function", None), "last_program", None)
-    return {"family": family, "side": side, "ms_per_step": 1e3 * seconds / (executions * spe),
-            "steps": executions * spe, "first_s": first,
-            "compile_s": getattr(program, "compile_seconds", None),
-            "loss": history.history["loss"][-1],
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+    def timed():
+        start = time.perf_counter()
+        history = model.fit(x[warm:], y[warm:], batch_size=batch, verbose=0, shuffle=False)
+        seconds = time.perf_counter() - start
+        program = getattr(getattr(model, "train_function", None), "last_program", None)
+        return {"family": family, "side": side,
+                "ms_per_step": 1e3 * seconds / (executions * spe),
+                "steps": executions * spe, "first_s": first,
+                "compile_s": getattr(program, "compile_seconds", None),
+                "loss": history.history["loss"][-1],
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+    return timed
 
 
-def _run_subprocess(family, side, quick):
-    command = [sys.executable, os.path.abspath(__file__), "--one", f"{family}:{side}"]
-    out = subprocess.run(command + (["--quick"] if quick else []), capture_output=True,
-                         text=True)
-    if out.returncode:
-        sys.stderr.write(out.stderr[-3000:])
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def run_one(family, side, quick):
+    """Fits one family on one side; returns its result row (a dict)."""
+    return prepare(family, side, quick)()
+
+
+def _serve(family, side, quick):
+    """`--serve`: prepares, says "ready", then runs `timed()` once per line read from
+    stdin, printing each row as JSON, until stdin closes."""
+    timed = prepare(family, side, quick)
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(timed()), flush=True)
+
+
+class _Side:
+    """A `--serve` process of one (family, side): started and warmed up alone, then
+    asked for one timed fit at a time. None rows when it failed (its stderr is shown)."""
+
+    def __init__(self, family, side, quick):
+        self.errors = tempfile.TemporaryFile(mode="w+")
+        command = [sys.executable, os.path.abspath(__file__), "--serve", f"{family}:{side}"]
+        self.process = subprocess.Popen(command + (["--quick"] if quick else []),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.errors, text=True)
+        self.alive = self._read() == "ready"
+
+    def _read(self):
+        line = self.process.stdout.readline()
+        if not line:   # exited: show why
+            self.process.wait()
+            self.errors.seek(0)
+            sys.stderr.write(self.errors.read()[-3000:])
+        return line.strip()
+
+    def run(self):
+        if not self.alive:
+            return None
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        line = self._read()
+        self.alive = bool(line)
+        return json.loads(line) if line else None
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait()
+        self.errors.close()
+
+
+def run_family(family, repeats, quick):
+    """{(family, side): [rows]}: each side's process prepared in turn, then `repeats`
+    timed fits alternating between them (keras, ipu, keras, ...), one process working at
+    a time, each after a pause that lets the other's idle threads stop spinning."""
+    sides = {}
+    try:
+        for side in SIDES:
+            sides[side] = _Side(family, side, quick)
+        rows = {}
+        for _ in range(max(repeats, 1)):
+            for side in SIDES:
+                time.sleep(SETTLE_SECONDS)
+                row = sides[side].run()
+                if row is not None:
+                    rows.setdefault((family, side), []).append(row)
+        return rows
+    finally:
+        for process in sides.values():
+            process.close()
 
 
 def _median_run(runs):
@@ -172,10 +245,14 @@ def main():
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per side, alternating; the table shows the median")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         family, side = args.one.split(":")
         print(json.dumps(run_one(family, side, args.quick)))
+        return
+    if args.serve:
+        _serve(*args.serve.split(":"), args.quick)
         return
     families = [f for f in args.families.split(",") if f]
     unknown = sorted(set(families) - set(FAMILIES))
@@ -183,11 +260,7 @@ def main():
         parser.error(f"unknown families {unknown}; expected a subset of {list(FAMILIES)}")
     rows = {}
     for family in families:
-        for _ in range(max(args.repeats, 1)):
-            for side in SIDES:
-                row = _run_subprocess(family, side, args.quick)
-                if row is not None:
-                    rows.setdefault((family, side), []).append(row)
+        rows.update(run_family(family, args.repeats, args.quick))
     print_table(rows)
 
 
