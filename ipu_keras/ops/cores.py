@@ -119,6 +119,16 @@ def _split(compute, length, count):
             other.result()
 
 
+def each_slab(compute, length):
+    """Runs `compute(rows)` on one slice of range(length) per core, the first in this
+    thread, or on the whole range when kernels are not split here now."""
+    count = slabs()
+    if count <= 1 or length < count:
+        compute(slice(0, length))
+    else:
+        _split(compute, length, count)
+
+
 def _into(shape, dtype, length, count, write):
     """A new array of `shape` and `dtype` whose slabs `write(out, rows)` fills, split
     `count` ways along its axis of `length` (the first, or the rows of a product)."""

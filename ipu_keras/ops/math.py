@@ -85,8 +85,9 @@ def _codelet(fn, predicate, split=False):
 # ------------------------------------------------------------------ registration
 
 
-def _register(name, shape, kernel, cost):
-    register_op(name, shape=shape, kernel=kernel, cost=cost, mapping="elementwise")
+def _register(name, shape, kernel, cost, rowwise=True):
+    register_op(name, shape=shape, kernel=kernel, cost=cost, mapping="elementwise",
+                rowwise=rowwise)
     _ir_ops.append(name)
 
 
@@ -355,7 +356,8 @@ def _select(cond, x, y, *, expand=0):
     return np.asarray(simd.select(cond, x, y), dtype=x.dtype)
 
 
-_register("select", _select_rule, _select, _per_output(VECTOR))
+# Not rowwise: a vector condition picks whole rows of higher-rank operands.
+_register("select", _select_rule, _select, _per_output(VECTOR), rowwise=False)
 _direct("select", ("SelectV2",))
 
 

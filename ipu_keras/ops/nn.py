@@ -134,7 +134,7 @@ def _text(value):
 
 
 register_op("bias_add", shape=same_type, kernel=_bias_add, cost=per_output_element(),
-            mapping="elementwise")
+            mapping="elementwise", rowwise=True)
 register_op("bias_add_grad", shape=_bias_add_grad_shape, kernel=_bias_add_grad,
             cost=per_input_element("reduce"), mapping="reduce")
 
@@ -212,7 +212,8 @@ def _import_activation(op, attrs):
 
 for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
     register_op(_op, shape=same_type, cost=per_output_element(_kind), mapping="elementwise",
-                kernel=cores.rowwise_kernel(_kernel) if _kind == "transcendental" else _kernel)
+                kernel=cores.rowwise_kernel(_kernel) if _kind == "transcendental" else _kernel,
+                rowwise=True)
     tf_import(_tf_type)(_import_activation(_op, _attrs))
 
 

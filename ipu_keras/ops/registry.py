@@ -9,6 +9,9 @@ op it owns:
 * `cost`: `(in_types, out_types, **params) -> Work`, the work one execution does,
   which the simulator's cost model turns into cycles per tile;
 * `mapping`: the tile-mapping preference (one of `MAPPINGS`);
+* `rowwise`: each row of the output (index of its first axis) is computed from the same
+  rows of the inputs, numpy-broadcast, alone: the engine may then run a chain of such
+  ops a block of rows at a time (`simulator/fusion.py`);
 * the TensorFlow op types it is imported from, with `tf_import`.
 
 Importers never import TensorFlow: they see a `node` (type, name, attrs, IR input
@@ -43,13 +46,15 @@ class OpDef:
     effect: bool = False
     engine: bool = False
     module: str = ""
+    rowwise: bool = False
 
 
 _OPS = {}
 _IMPORTERS = {}
 
 
-def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False):
+def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False,
+                rowwise=False):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -58,7 +63,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     if kernel is None and not engine:
         raise ValueError(f"Op '{name}' needs a kernel unless the engine runs it.")
     module = sys._getframe(1).f_globals.get("__name__", "")
-    _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module)
+    _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise)
     return _OPS[name]
 
 

@@ -4,8 +4,10 @@ It owns execution only. At construction every step is resolved once into a closu
 over its kernel, slots and params, so the hot path is a flat loop of calls with no
 look-ups, shape checks or cost arithmetic. A value is dropped after the last step of
 its block that reads it (`_dead_after`), so results reuse memory freed a moment
-earlier. Cycles are not added up while running: each block counts how often it ran,
-and `cycles()` multiplies those counts by the cost tables the compiler computed.
+earlier; a chain of rowwise steps whose intermediates die within it runs a block of rows
+at a time, so that those stay in the cache (`fusion.py`). Cycles are not added up while
+running: each block counts how often it ran, and `cycles()` multiplies those counts by
+the cost tables the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
@@ -35,6 +37,7 @@ from ipu_keras.compiler.executable import CYCLE_KINDS
 from ipu_keras.errors import FloatingPointTrapError, OutOfTileMemoryError
 from ipu_keras.ops.registry import get_op
 from ipu_keras.ops.state import write_kernel
+from ipu_keras.simulator.fusion import fuse
 
 
 # floating_point_behaviour flag -> numpy error category, and numpy's words for each.
@@ -50,6 +53,9 @@ class Engine:
         floating_point: `IPUConfig.floating_point_behaviour` as a dict of flags (e.g.
             `{"inv": True, "div0": False, ...}`); None or all off: no traps.
     """
+
+    fuses = True
+    """Whether chains of rowwise steps run a block of rows at a time (`fusion.py`)."""
 
     def __init__(self, executable, floating_point=None):
         self.executable = executable
@@ -104,6 +110,8 @@ class Engine:
                      for run, step, source in zip(steps, block["steps"], sources)]
         dead = self._dead_after(index)
         steps = [_then_drop(run, slots) if slots else run for run, slots in zip(steps, dead)]
+        if self.fuses and not self._traps:
+            steps = fuse(block["steps"], steps, dead)
 
         def run_block(env):
             self.counts[index] += 1

@@ -96,6 +96,8 @@ def mapping_bounds(mapping, size, num_tiles):
 class StrictEngine(Engine):
     """An `Engine` that checks every exec step tile by tile (see the module docstring)."""
 
+    fuses = False   # every exec step is checked tile by tile on its own
+
     def __init__(self, executable, floating_point=None):
         target = executable.target
         self.num_tiles = int(target["tiles_per_ipu"]) * int(target.get("num_ipus", 1))
