@@ -9,6 +9,7 @@ from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import all_ops, get_importer, get_op
 from ipu_keras.ops import math as math_ops
 from ipu_keras.ops.registry import WORK_KINDS
+from ipu_keras.simulator import fusion
 from tests.ops.rules import FakeNode, zeros_of
 
 F = np.array([[-2.5, -0.5, 0.0], [0.5, 1.5, 3.0]], np.float32)
@@ -103,6 +104,21 @@ def test_cost_counts_output_elements(sample):
     assert work.kind in WORK_KINDS and work.kind != "none"
     per_element = len(arrays) - 1 if op == "add_n" else 1
     assert work.amount == per_element * out_types[0].size
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s[0])
+def test_a_rowwise_kernel_computes_each_row_from_the_same_rows(sample):
+    """What the engine's chains rely on (`simulator/fusion.py`): the kernel on each row of
+    its output, its operands cut there as the chains cut them, gives the bits of the whole.
+    select is not rowwise: a vector condition picks whole rows."""
+    op, arrays, params = sample[0], sample[1], (sample[2] if len(sample) > 2 else {})
+    assert get_op(op).rowwise == (op != "select")
+    if op == "select":
+        return
+    whole = run(op, *arrays, **params)
+    rows = [run(op, *[fusion._rows_of(a, whole.shape, slice(r, r + 1)) for a in arrays],
+                **params) for r in range(len(whole))]
+    assert np.concatenate(rows).tobytes() == whole.tobytes()
 
 
 def test_broadcasting_and_predicate_types():

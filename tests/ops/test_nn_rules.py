@@ -15,6 +15,7 @@ from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import TensorType, type_of
 from ipu_keras.ops import get_importer, get_op, nn, reduce
 from ipu_keras.ops.registry import WORK_KINDS, Work
+from ipu_keras.simulator import fusion
 from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
@@ -114,6 +115,23 @@ def _run(op, inputs, params):
 
 def test_every_op_has_all_rules_and_a_sample():
     every_op_is_sampled(nn.IR_OPS + reduce.IR_OPS, SAMPLES)
+
+
+@pytest.mark.parametrize("sample", [s for s in SAMPLES if get_op(s[0]).rowwise],
+                         ids=lambda s: s[0])
+def test_a_rowwise_kernel_computes_each_row_from_the_same_rows(sample):
+    """The engine's chains cut the operands' rows (`simulator/fusion.py`): the kernel on
+    each row gives the bits of the whole (bias_add in both layouts, the activations)."""
+    op, inputs, params, _ = sample
+    whole = get_op(op).kernel(*inputs, **params)
+    rows = [get_op(op).kernel(*[fusion._rows_of(x, whole.shape, slice(r, r + 1))
+                                for x in inputs], **params) for r in range(len(whole))]
+    assert np.concatenate(rows).tobytes() == whole.tobytes()
+
+
+def test_the_rowwise_ops_are_the_activations_and_bias_add():
+    rowwise = {name for name in nn.IR_OPS if get_op(name).rowwise}
+    assert rowwise == {"bias_add"} | {op for op, *_ in nn._ACTIVATIONS}
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: s[0])
