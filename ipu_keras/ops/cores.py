@@ -137,6 +137,13 @@ def _into(shape, dtype, length, count, write):
     return out
 
 
+def rows_of(x, shape, rows):
+    """An operand's `rows` of a result of `shape` it broadcasts into: cut on the first
+    axis if it has the result's rank and spans that axis, else whole (it broadcasts
+    there). How a rowwise computation cuts its inputs (here and `simulator/fusion.py`)."""
+    return _cut(x, 0 if np.ndim(x) == len(shape) else -1, shape[0], rows)
+
+
 def _cut(x, axis, length, rows):
     """`x` sliced at `rows` on `axis` if it spans `length` there; else whole (broadcast)."""
     if axis < 0 or np.ndim(x) <= axis or np.shape(x)[axis] != length:
@@ -155,11 +162,9 @@ def rowwise(fn, xs, dtype):
     shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
     if shape[0] < count:
         return np.asarray(fn(*xs), dtype=dtype)
-    rank = len(shape)
 
     def write(out, rows):
-        # Inputs of lower rank broadcast over the first axis: they are not cut.
-        parts = [_cut(x, 0 if np.ndim(x) == rank else -1, shape[0], rows) for x in xs]
+        parts = [rows_of(x, shape, rows) for x in xs]
         if isinstance(fn, np.ufunc):
             fn(*parts, out=out[rows], casting="unsafe")
         else:
@@ -225,11 +230,10 @@ def matmul(a, b):
             < WIDE_MACS:
         return np.matmul(a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    shape, dtype, rank = batch + (m, n), np.result_type(a, b), len(batch) + 2
+    shape, dtype = batch + (m, n), np.result_type(a, b)
     if batch and batch[0] >= count:
         def write(out, rows):
-            np.matmul(*(_cut(x, 0 if x.ndim == rank else -1, batch[0], rows) for x in (a, b)),
-                      out=out[rows])
+            np.matmul(*(rows_of(x, shape, rows) for x in (a, b)), out=out[rows])
         return _into(shape, dtype, batch[0], count, write)
     if m >= MIN_SLAB_ROWS * count:
         def write(out, rows):

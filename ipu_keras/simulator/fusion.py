@@ -54,17 +54,18 @@ class Chain:
 
     def __init__(self, steps, runs, dead):
         self.runs = runs    # the steps one by one, for shapes that do not qualify
-        self.ops = [(get_op(op).kernel, tuple(ins), outs[0], params)
-                    for _, op, ins, outs, params in steps]
-        defined = [out for _, _, out, _ in self.ops]
+        defined = [outs[0] for _, _, _, outs, _ in steps]
         self.dropped = tuple(dict.fromkeys(slot for slots in dead for slot in slots))
         self.outputs = [slot for slot in defined if slot not in self.dropped]
+        # (kernel, input slots, output slot, params, whether the output is handed on)
+        self.ops = [(get_op(op).kernel, tuple(ins), outs[0], params, outs[0] in self.outputs)
+                    for _, op, ins, outs, params in steps]
         # Values that live a block at a time: the memory traffic saved, against the extra
         # copy of each output's blocks into its whole array.
         self.locals = len(defined) - len(self.outputs)
         self._frames = {}   # the inputs' shapes -> `_frame` of them
         self.inputs = tuple(dict.fromkeys(
-            slot for _, ins, _, _ in self.ops for slot in ins if slot not in defined))
+            slot for _, ins, _, _, _ in self.ops for slot in ins if slot not in defined))
 
     def __call__(self, env):
         inputs = {slot: env[slot] for slot in self.inputs}
@@ -95,14 +96,14 @@ class Chain:
         """The one output shape of every step, given the inputs' `{slot: shape}`, if the
         chain is worth running by blocks; else None."""
         try:
-            for _, ins, out, _ in self.ops:
+            for _, ins, out, _, _ in self.ops:
                 shapes[out] = np.broadcast_shapes(*(shapes[slot] for slot in ins))
         except ValueError:
             return None
         frame = shapes[self.ops[0][2]]
         if (len(frame) < 1 or math.prod(frame) < MIN_ELEMENTS
                 or frame[0] <= max(1, CHUNK_ELEMENTS // math.prod(frame[1:]))
-                or any(shapes[out] != frame for _, _, out, _ in self.ops)):
+                or any(shapes[out] != frame for _, _, out, _, _ in self.ops)):
             return None
         return frame
 
@@ -110,18 +111,12 @@ class Chain:
         """Every step on `rows` of the frame; outputs written into `whole` (allocated by
         the first block)."""
         local = {}
-        for kernel, ins, out, params in self.ops:
-            args = [local[slot] if slot in local else _rows_of(inputs[slot], frame, rows)
+        for kernel, ins, out, params, handed_on in self.ops:
+            args = [local[slot] if slot in local else cores.rows_of(inputs[slot], frame, rows)
                     for slot in ins]
             local[out] = value = kernel(*args, **params)
-            if out in self.outputs:
+            if handed_on:
                 if out not in whole:
                     whole[out] = np.empty(frame, value.dtype)
                 whole[out][rows] = value
 
-
-def _rows_of(x, frame, rows):
-    """`x`'s `rows` if it spans the frame's first axis; else whole (it broadcasts there)."""
-    if np.ndim(x) == len(frame) and np.shape(x)[0] == frame[0]:
-        return x[rows]
-    return x

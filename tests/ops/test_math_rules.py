@@ -6,10 +6,9 @@ import pytest
 
 from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import all_ops, get_importer, get_op
+from ipu_keras.ops import all_ops, cores, get_importer, get_op
 from ipu_keras.ops import math as math_ops
 from ipu_keras.ops.registry import WORK_KINDS
-from ipu_keras.simulator import fusion
 from tests.ops.rules import FakeNode, zeros_of
 
 F = np.array([[-2.5, -0.5, 0.0], [0.5, 1.5, 3.0]], np.float32)
@@ -116,7 +115,7 @@ def test_a_rowwise_kernel_computes_each_row_from_the_same_rows(sample):
     if op == "select":
         return
     whole = run(op, *arrays, **params)
-    rows = [run(op, *[fusion._rows_of(a, whole.shape, slice(r, r + 1)) for a in arrays],
+    rows = [run(op, *[cores.rows_of(a, whole.shape, slice(r, r + 1)) for a in arrays],
                 **params) for r in range(len(whole))]
     assert np.concatenate(rows).tobytes() == whole.tobytes()
 

@@ -13,9 +13,8 @@ import pytest
 
 from ipu_keras.conformance import tolerances as T
 from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import get_importer, get_op, nn, reduce
+from ipu_keras.ops import cores, get_importer, get_op, nn, reduce
 from ipu_keras.ops.registry import WORK_KINDS, Work
-from ipu_keras.simulator import fusion
 from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
@@ -124,7 +123,7 @@ def test_a_rowwise_kernel_computes_each_row_from_the_same_rows(sample):
     each row gives the bits of the whole (bias_add in both layouts, the activations)."""
     op, inputs, params, _ = sample
     whole = get_op(op).kernel(*inputs, **params)
-    rows = [get_op(op).kernel(*[fusion._rows_of(x, whole.shape, slice(r, r + 1))
+    rows = [get_op(op).kernel(*[cores.rows_of(x, whole.shape, slice(r, r + 1))
                                 for x in inputs], **params) for r in range(len(whole))]
     assert np.concatenate(rows).tobytes() == whole.tobytes()
 
