@@ -21,6 +21,8 @@ The kernels follow TensorFlow's CPU kernels exactly:
 * truncated normal draws groups of 4 outputs (2 for float64), each group from its own
   window of 256 Philox blocks, keeping Box-Muller values with |x| < 2 in order.
 """
+import sys
+
 import numpy as np
 
 from ipu_keras.errors import UnsupportedOpError
@@ -48,7 +50,7 @@ PHILOX, AUTO_SELECT = 1, 3
 TensorFlow's CPU kernels resolve to Philox."""
 
 _U32, _U64 = np.uint32, np.uint64
-_MASK = _U64(0xFFFFFFFF)
+_HIGH = int(sys.byteorder == "little")  # the index of a uint64's high uint32 word
 _SEED_KEY = (0x3EC8F720, 0x02461E29)
 _ROUNDS = 10
 _GROUP_BLOCKS = 256  # Philox blocks reserved per output of a truncated normal group.
@@ -57,13 +59,26 @@ _GROUP_BLOCKS = 256  # Philox blocks reserved per output of a truncated normal g
 
 
 def _philox(c0, c1, c2, c3, k0, k1):
-    """Ten Philox rounds on uint64 arrays holding uint32 words; returns the four words."""
+    """Ten Philox rounds on uint32 arrays of counter words, the key's words `k0`, `k1` Python
+    ints; returns the four output words (uint32 arrays). Each round's two 32x32-bit products
+    are taken whole in uint64 and read back as their (low, high) uint32 halves."""
+    shape = np.shape(c0) + (2,)
     for _ in range(_ROUNDS):
-        p0, p1 = _U64(0xD2511F53) * c0, _U64(0xCD9E8D57) * c2
-        c0, c1, c2, c3 = ((p1 >> _U64(32)) ^ c1 ^ k0, p1 & _MASK,
-                          (p0 >> _U64(32)) ^ c3 ^ k1, p0 & _MASK)
-        k0, k1 = (k0 + _U64(0x9E3779B9)) & _MASK, (k1 + _U64(0xBB67AE85)) & _MASK
+        p0 = np.multiply(c0, _U64(0xD2511F53), dtype=_U64).view(_U32).reshape(shape)
+        p1 = np.multiply(c2, _U64(0xCD9E8D57), dtype=_U64).view(_U32).reshape(shape)
+        c0 = np.bitwise_xor(p1[..., _HIGH], _U32(k0))
+        c0 ^= c1
+        c2 = np.bitwise_xor(p0[..., _HIGH], _U32(k1))
+        c2 ^= c3
+        c1, c3 = p1[..., 1 - _HIGH], p0[..., 1 - _HIGH]
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
     return c0, c1, c2, c3
+
+
+def _words(x):
+    """uint64 values as their (low, high) uint32 words."""
+    w = np.ascontiguousarray(x, _U64).view(_U32).reshape(np.shape(x) + (2,))
+    return w[..., 1 - _HIGH], w[..., _HIGH]
 
 
 def _blocks(key, counter, index):
@@ -72,9 +87,9 @@ def _blocks(key, counter, index):
     with np.errstate(over="ignore"):
         low = counter[0] + np.asarray(index, _U64)
         high = counter[1] + (low < counter[0]).astype(_U64)
-    words = _philox(low & _MASK, low >> _U64(32), high & _MASK, high >> _U64(32),
-                    key[0] & _MASK, key[0] >> _U64(32))
-    return np.stack(words, axis=-1).astype(_U32)
+    k = int(key[0])
+    words = _philox(*_words(low), *_words(high), k & 0xFFFFFFFF, k >> 32)
+    return np.stack(words, axis=-1)
 
 
 def _stream(key, counter, count):
@@ -86,10 +101,9 @@ def _stream(key, counter, count):
 def _key_counter(seed):
     """TensorFlow's GenerateKey: a [2] int seed scrambled by one Philox block."""
     s = np.asarray(seed).astype(np.int64).view(_U64).reshape(-1)
-    words = _philox(s[0] & _MASK, s[0] >> _U64(32), s[1] & _MASK, s[1] >> _U64(32),
-                    _U64(_SEED_KEY[0]), _U64(_SEED_KEY[1]))
-    key = np.array([words[0] | words[1] << _U64(32)], _U64)
-    return key, np.array([0, words[2] | words[3] << _U64(32)], _U64)
+    words = [w.astype(_U64) for w in _philox(*_words(s[:1]), *_words(s[1:2]), *_SEED_KEY)]
+    key = words[0] | words[1] << _U64(32)
+    return key, np.array([0, (words[2] | words[3] << _U64(32))[0]], _U64)
 
 
 # -- glibc's logf and sincosf, which TensorFlow's float32 Box-Muller calls ------------------
