@@ -183,16 +183,27 @@ def _conv(x, w, *, strides, dilations, padding):
     out = out_spatial(x.shape[1:-1], w.shape[:-2], strides, dilations, padding)
     return cores.batchwise(functools.partial(_conv_batch, strides=strides, dilations=dilations,
                                              padding=padding),
-                           (x, w), (True, False), (x.shape[0],) + out + (w.shape[-1],), x.dtype)
+                           (x, w), (True, False), (x.shape[0],) + out + (w.shape[-1],), x.dtype,
+                           into=True)
 
 
-def _conv_batch(x, w, *, strides, dilations, padding):
+def _conv_batch(x, w, *, strides, dilations, padding, out=None):
+    """The convolution of a batch; `out`: a C-contiguous array of the result's shape and
+    dtype to fill (the product writes straight into it when it has one group)."""
     work = _work(x.dtype)
     groups = x.shape[-1] // w.shape[-2]
-    cols, out = _columns(x, w.shape[:-2], strides, dilations, padding, work)
-    y = cores.matmul(_grouped_columns(cols, groups), _grouped_filter(w.astype(work), groups))
-    y = y.transpose(1, 0, 2).reshape((x.shape[0],) + out + (w.shape[-1],))
-    return y.astype(x.dtype, copy=False)
+    cols, spatial = _columns(x, w.shape[:-2], strides, dilations, padding, work)
+    into = None
+    if out is not None and groups == 1 and out.dtype == work and out.flags.c_contiguous:
+        into = out.reshape((1, len(cols), w.shape[-1]))
+    y = cores.matmul(_grouped_columns(cols, groups), _grouped_filter(w.astype(work), groups),
+                     out=into)
+    y = y.transpose(1, 0, 2).reshape((x.shape[0],) + spatial + (w.shape[-1],))
+    if out is None:
+        return y.astype(x.dtype, copy=False)
+    if into is None:
+        out[...] = y
+    return out
 
 
 def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):

@@ -129,10 +129,11 @@ def each_slab(compute, length):
         _split(compute, length, count)
 
 
-def _into(shape, dtype, length, count, write):
-    """A new array of `shape` and `dtype` whose slabs `write(out, rows)` fills, split
-    `count` ways along its axis of `length` (the first, or the rows of a product)."""
-    out = np.empty(shape, dtype)
+def _into(shape, dtype, length, count, write, out=None):
+    """An array of `shape` and `dtype` (`out`, or a new one) whose slabs `write(out, rows)`
+    fills, split `count` ways along its axis of `length` (the first, or the rows of a
+    product)."""
+    out = np.empty(shape, dtype) if out is None else out
     _split(lambda rows: write(out, rows), length, count)
     return out
 
@@ -184,18 +185,25 @@ def rowwise_kernel(kernel):
     return run
 
 
-def batchwise(fn, xs, batched, shape, dtype):
+def batchwise(fn, xs, batched, shape, dtype, into=False):
     """`fn(*xs)`, of `shape` and `dtype`, a slab per core along the batch when it is large.
 
     `fn` must compute each index of its output's first axis (the batch) from the same
     index of the first axis of the inputs flagged in `batched` and the whole of the
-    others: a convolution (batched input, whole filter), a pooling gradient.
+    others: a convolution (batched input, whole filter), a pooling gradient. `into`:
+    `fn` also takes `out=`, the (contiguous) slab of the result to fill, and fills it
+    instead of returning a slab that is then copied there.
     """
     count = slabs()
     if count <= 1 or math.prod(shape) < SPLIT_ELEMENTS or shape[0] < count:
         return np.asarray(fn(*xs), dtype=dtype)
+
     def write(out, rows):
-        out[rows] = fn(*(x[rows] if cut else x for x, cut in zip(xs, batched)))
+        parts = (x[rows] if cut else x for x, cut in zip(xs, batched))
+        if into:
+            fn(*parts, out=out[rows])
+        else:
+            out[rows] = fn(*parts)
 
     return _into(shape, dtype, shape[0], count, write)
 
@@ -220,26 +228,26 @@ def batch_sum(fn, xs, size):
     return first
 
 
-def matmul(a, b):
-    """`np.matmul(a, b)` of operands of rank >= 2, a slab per core when it is large: cut
-    along the leading batch axis if it has a slab per core, else along the rows of `a`
-    if each slab gets at least MIN_SLAB_ROWS of them."""
+def matmul(a, b, out=None):
+    """`np.matmul(a, b, out=out)` of operands of rank >= 2, a slab per core when it is
+    large: cut along the leading batch axis if it has a slab per core, else along the rows
+    of `a` if each slab gets at least MIN_SLAB_ROWS of them."""
     count = slabs()
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if count <= 1 or max(math.prod(a.shape[:-2]), math.prod(b.shape[:-2])) * m * k * n \
             < WIDE_MACS:
-        return np.matmul(a, b)
+        return np.matmul(a, b, out=out)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     shape, dtype = batch + (m, n), np.result_type(a, b)
     if batch and batch[0] >= count:
         def write(out, rows):
             np.matmul(*(rows_of(x, shape, rows) for x in (a, b)), out=out[rows])
-        return _into(shape, dtype, batch[0], count, write)
+        return _into(shape, dtype, batch[0], count, write, out)
     if m >= MIN_SLAB_ROWS * count:
         def write(out, rows):
             np.matmul(a[..., rows, :], b, out=out[..., rows, :])
-        return _into(shape, dtype, m, count, write)
-    return np.matmul(a, b)   # few rows: slabs of columns would write strided results
+        return _into(shape, dtype, m, count, write, out)
+    return np.matmul(a, b, out=out)   # few rows: slabs of columns would write strided results
 
 
 def einsum(equation, operands, macs, optimize):

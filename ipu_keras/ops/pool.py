@@ -78,8 +78,10 @@ def _split(xp, ksize, out):
                           + (xp.shape[-1],))
 
 
-def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties):
-    """`_max_pool_grad` for non-overlapping windows (strides == ksize), or None."""
+def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, into=None):
+    """`_max_pool_grad` for non-overlapping windows (strides == ksize), or None. `into`: an
+    array to write the gradient into, used when it can take it whole (no padding, dy's
+    dtype, contiguous)."""
     if tuple(strides) != tuple(ksize):
         return None
     out = tuple(y.shape[1:-1])
@@ -94,10 +96,14 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties):
             return None  # NaN windows: leave the `>` scan to the general path
     else:
         best = y
-    padded = tuple(size + lo + hi for size, (lo, hi) in zip(x.shape[1:-1], padding))
-    covered = all(o * k == p for o, k, p in zip(out, ksize, padded))
-    # Every window element is written below; only rows no window covers need zeros first.
-    dx = (np.empty if covered else np.zeros)((x.shape[0],) + padded + (x.shape[-1],), dy.dtype)
+    padded = (x.shape[0],) + tuple(size + lo + hi for size, (lo, hi) in zip(
+        x.shape[1:-1], padding)) + (x.shape[-1],)
+    whole = (into is not None and into.shape == padded and into.dtype == dy.dtype
+             and into.flags.c_contiguous)
+    dx = into if whole else np.empty(padded, dy.dtype)
+    # Every window element is written below; only the rows no window covers need zeros.
+    for axis, (o, k) in enumerate(zip(out, ksize), 1):
+        dx[(slice(None),) * axis + (slice(o * k, None),)] = 0
     dxs = _split(dx, ksize, out)
     # 0 + dy, as the general path's accumulation into zeros gives (no negative zeros).
     grad = dy + np.zeros((), dy.dtype)
@@ -124,6 +130,8 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties):
             hit &= free
             free ^= hit
         select(dxs[index])
+    if whole:
+        return into
     crop = tuple(slice(lo, lo + size) for size, (lo, _) in zip(x.shape[1:-1], padding))
     return dx[(slice(None),) + crop + (slice(None),)]
 
@@ -133,13 +141,24 @@ def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first"):
     Large batches are computed a slab of the batch per core (`cores.batchwise`)."""
     kernel = functools.partial(_max_pool_grad_batch, ksize=ksize, strides=strides,
                                padding=padding, ties=ties)
-    return cores.batchwise(kernel, (x, y, dy), (True, True, True), x.shape, x.dtype)
+    return cores.batchwise(kernel, (x, y, dy), (True, True, True), x.shape, x.dtype,
+                           into=True)
 
 
-def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties):
-    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties)
-    if dx is not None:
+def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties, out=None):
+    """The gradient of a batch; `out`: an array of its shape and dtype to fill."""
+    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, into=out)
+    if dx is None:
+        dx = _max_pool_grad_scattered(x, y, dy, ksize, strides, padding, ties)
+    if out is None:
         return dx.astype(x.dtype, copy=False)
+    if dx is not out:
+        out[...] = dx
+    return out
+
+
+def _max_pool_grad_scattered(x, y, dy, ksize, strides, padding, ties):
+    """`_max_pool_grad_batch` for any windows, by a scatter of each kernel offset's part."""
     ones = (1,) * len(ksize)
     zero = np.zeros((), dy.dtype)
     if ties == "first":
@@ -149,8 +168,7 @@ def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties):
         _, slices = _windows(x.shape, ksize, strides, padding)
         xp = pad_spatial(x, padding, _lowest(x.dtype))
         piece = lambda i: np.where(xp[slices[i]] == y, dy, zero)  # noqa: E731
-    dx = scatter_windows(piece, x.shape, ksize, strides, ones, padding, dy.dtype)
-    return dx.astype(x.dtype, copy=False)
+    return scatter_windows(piece, x.shape, ksize, strides, ones, padding, dy.dtype)
 
 
 def _counts(spatial, ksize, strides, padding):

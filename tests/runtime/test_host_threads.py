@@ -14,6 +14,7 @@ import tensorflow as tf
 import ipu_keras
 from ipu_keras.conformance import tolerances
 from ipu_keras.ops import cores
+from ipu_keras.ops.registry import get_op
 from ipu_keras.runtime import host_heap, infeed_dataset
 
 
@@ -175,3 +176,48 @@ def test_keras_builds_the_input_pipeline_of_an_ipu_model_as_a_device_infeed():
     fed = model.distribute_strategy.experimental_distribute_dataset(dataset)
     assert fed.options().autotune.enabled is False
     assert model.distribute_strategy.num_replicas_in_sync == 1
+
+
+_CONV = {"strides": (1, 1), "dilations": (1, 1)}
+
+
+@pytest.mark.parametrize("x_shape, w_shape, padding", [
+    ((64, 20, 20, 8), (3, 3, 8, 16), ((0, 0), (0, 0))),   # the product fills each slab
+    ((64, 20, 20, 8), (3, 3, 8, 16), ((1, 1), (1, 1))),   # padded
+    ((64, 20, 20, 8), (3, 3, 4, 16), ((0, 0), (0, 0))),   # two groups: copied into it
+])
+def test_a_split_convolution_fills_its_slabs_as_the_whole_batch_is_computed(
+        x_shape, w_shape, padding):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    kernel = get_op("conv").kernel
+    with cores.execution():
+        split = kernel(x, w, padding=padding, **_CONV)
+    one = kernel(x, w, padding=padding, **_CONV)
+    assert split.shape == one.shape and split.dtype == one.dtype
+    tolerances.float32_sum("split convolution", np.prod(w_shape[:-1]), 1.0).assert_close(
+        split, one)
+
+
+@pytest.mark.parametrize("shape, ksize, strides, padding, dtype", [
+    ((64, 26, 26, 32), (2, 2), (2, 2), ((0, 0), (0, 0)), np.float32),   # windows cover it
+    ((64, 11, 11, 64), (2, 2), (2, 2), ((0, 0), (0, 0)), np.float32),   # a row uncovered
+    ((64, 11, 11, 64), (2, 2), (2, 2), ((0, 1), (0, 1)), np.float32),   # padded
+    ((64, 13, 13, 32), (3, 3), (2, 2), ((0, 0), (0, 0)), np.float32),   # overlapping
+    ((64, 26, 26, 32), (2, 2), (2, 2), ((0, 0), (0, 0)), np.float16),
+])
+def test_a_split_max_pool_gradient_fills_its_slabs_with_the_bits_of_the_whole(
+        shape, ksize, strides, padding, dtype):
+    rng = np.random.default_rng(0)
+    # ReLU outputs: windows with ties at zero go to their first maximum.
+    x = np.maximum(rng.standard_normal(shape), 0).astype(dtype)
+    params = {"ksize": ksize, "strides": strides, "padding": padding}
+    y = get_op("max_pool").kernel(x, **params)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    kernel = get_op("max_pool_grad").kernel
+    with cores.execution():
+        split = kernel(x, y, dy, **params)
+    one = kernel(x, y, dy, **params)
+    assert split.dtype == one.dtype == dtype
+    np.testing.assert_array_equal(split.view(f"u{split.itemsize}"), one.view(f"u{one.itemsize}"))
