@@ -75,9 +75,71 @@ def _einsum(*operands, equation):
     dtype = operands[0].dtype
     work = np.float32 if dtype == np.float16 else dtype
     operands = [x.astype(work, copy=False) for x in operands]
-    result = cores.einsum(equation, operands, _macs(equation, tuple(x.shape for x in operands)),
-                          optimize=len(operands) > 1)
+    plan = _product_plan(equation, tuple(x.shape for x in operands))
+    if plan is not None:
+        result = _as_product(plan, *operands)
+    else:
+        result = cores.einsum(equation, operands,
+                              _macs(equation, tuple(x.shape for x in operands)),
+                              optimize=len(operands) > 1)
     return np.asarray(result).astype(dtype, copy=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _product_plan(equation, shapes):
+    """How a two-operand einsum is one batched product, or None.
+
+    numpy's einsum runs a contraction that keeps batch labels (attention's
+    'BTNH,BSNH->BNTS') as many small products in its own loops, slower than one batched
+    BLAS product. Each label must be a batch label (both operands and the output), a
+    contracted one (both operands only) or a free one (one operand and the output), of
+    one size wherever it appears. Each operand is laid out as (batch, free, contracted)
+    or (batch, contracted, free), whichever keeps its last axis last (the copy then moves
+    contiguous runs), and handed to the product as that or its transposed view; the
+    product's (batch, free of a, free of b) is transposed to the output's order.
+    Returns ((axes, 3-d shape, transposed) per operand, the unfolded product shape, the
+    output's axes of it)."""
+    if len(shapes) != 2 or _ELLIPSIS in equation.replace("...", _ELLIPSIS):
+        return None
+    (left, right), output = _split(equation, 2)
+    if any(len(set(x)) != len(x) for x in (left, right, output)):
+        return None
+    size = {}
+    for subscripts, shape in zip((left, right), shapes):
+        for label, n in zip(subscripts, shape):
+            if size.setdefault(label, n) != n:
+                return None   # a size-1 label broadcast against a larger one
+    batch = [c for c in output if c in left and c in right]
+    free_a = [c for c in output if c in left and c not in right]
+    free_b = [c for c in output if c in right and c not in left]
+    summed = [c for c in left if c in right and c not in output]
+    if len(batch) + len(free_a) + len(free_b) != len(output) \
+            or set(left) != set(batch + free_a + summed) \
+            or set(right) != set(batch + free_b + summed):
+        return None   # a label summed within one operand alone
+
+    def layout(subscripts, rows, columns):
+        """(axes, 3-d shape, transposed): the operand as (batch, rows, columns) of the
+        product, copied as (batch, columns, rows) and transposed when its last label is
+        a row label."""
+        swap = bool(subscripts) and subscripts[-1] in rows
+        first, second = (columns, rows) if swap else (rows, columns)
+        return (tuple(subscripts.index(c) for c in batch + first + second),
+                tuple(math.prod(size[c] for c in group) for group in (batch, first, second)),
+                swap)
+
+    order = batch + free_a + free_b
+    return (layout(left, free_a, summed), layout(right, summed, free_b),
+            tuple(size[c] for c in order), tuple(order.index(c) for c in output))
+
+
+def _as_product(plan, a, b):
+    """The einsum of `a` and `b` by the batched product `_product_plan` made."""
+    (a, b), (_, _, unfolded, output_axes) = [
+        x.transpose(axes).reshape(shape).swapaxes(-1, -2) if swap
+        else x.transpose(axes).reshape(shape)
+        for x, (axes, shape, swap) in zip((a, b), plan[:2])], plan
+    return cores.matmul(a, b).reshape(unfolded).transpose(output_axes)
 
 
 @functools.lru_cache(maxsize=256)

@@ -24,6 +24,10 @@ CASES = [
     case("Einsum", _eq("...b,bc->...c"), f32(2, 3, 4), f32(4, 5), label="ellipsis"),
     case("Einsum", _eq("ii->i"), f32(4, 4), label="diagonal"),
     case("Einsum", _eq("ij->"), f32(3, 4), label="sum"),
+    case("Einsum", _eq("abc,abd->cd"), f32(2, 5, 4), f32(2, 5, 3), label="kernel-grad"),
+    case("Einsum", _eq("bij,bjk->bik"), f32(3, 4, 5), f32(3, 5, 2), label="batched"),
+    case("Einsum", _eq("ab,bc->ca"), f32(3, 4), f32(4, 5), label="transposed-out"),
+    case("Einsum", _eq("ab,bc->c"), f32(3, 4), f32(4, 5), label="summed-in-one"),
     case("Einsum", grad(_eq("abc,cde->abde")), f32(2, 5, 4), f32(4, 2, 3), label="grad"),
     case("Einsum", grad(_eq("aecd,abcd->acbe")), f32(2, 5, 2, 3), f32(2, 4, 2, 3),
          label="grad-scores"),
@@ -33,6 +37,18 @@ CASES = [
 @pytest.mark.parametrize("c", CASES, ids=lambda c: c.id)
 def test_matches_tensorflow(c):
     check_case(c)
+
+
+@pytest.mark.parametrize("equation, shapes, product", [
+    ("aecd,abcd->acbe", ((2, 5, 2, 3), (2, 4, 2, 3)), True),    # batch labels a, c
+    ("abc,cde->abde", ((2, 5, 4), (4, 2, 3)), True),
+    ("ab,bc->c", ((3, 4), (4, 5)), False),          # 'a' summed within one operand
+    ("ii->i", ((4, 4),), False),                    # one operand
+    ("aij,ajk->aik", ((1, 4, 5), (3, 5, 2)), False),   # 'a' broadcast from size 1
+    ("...b,bc->...c", ((2, 3, 4), (4, 5)), False),  # an ellipsis
+])
+def test_which_equations_run_as_one_batched_product(equation, shapes, product):
+    assert (einsum._product_plan(equation, shapes) is not None) == product
 
 
 def test_every_tf_type_has_a_case():
