@@ -99,7 +99,7 @@ def _product_plan(equation, shapes):
     product's (batch, free of a, free of b) is transposed to the output's order.
     Returns ((axes, 3-d shape, transposed) per operand, the unfolded product shape, the
     output's axes of it)."""
-    if len(shapes) != 2 or _ELLIPSIS in equation.replace("...", _ELLIPSIS):
+    if len(shapes) != 2 or "." in equation:
         return None
     (left, right), output = _split(equation, 2)
     if any(len(set(x)) != len(x) for x in (left, right, output)):
@@ -135,11 +135,14 @@ def _product_plan(equation, shapes):
 
 def _as_product(plan, a, b):
     """The einsum of `a` and `b` by the batched product `_product_plan` made."""
-    (a, b), (_, _, unfolded, output_axes) = [
-        x.transpose(axes).reshape(shape).swapaxes(-1, -2) if swap
-        else x.transpose(axes).reshape(shape)
-        for x, (axes, shape, swap) in zip((a, b), plan[:2])], plan
-    return cores.matmul(a, b).reshape(unfolded).transpose(output_axes)
+    a_layout, b_layout, unfolded, output_axes = plan
+    product = cores.matmul(_laid_out(a, *a_layout), _laid_out(b, *b_layout))
+    return product.reshape(unfolded).transpose(output_axes)
+
+
+def _laid_out(x, axes, shape, transposed):
+    x = x.transpose(axes).reshape(shape)
+    return x.swapaxes(-1, -2) if transposed else x
 
 
 @functools.lru_cache(maxsize=256)

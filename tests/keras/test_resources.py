@@ -1,4 +1,4 @@
-"""Resource hygiene: 200 short fits on new models in one process stay flat.
+"""Resource hygiene: 120 short fits on new models in one process stay flat.
 
 Each fit traces, compiles and runs a new model. Once a model is gone, its step
 programs, executables, sessions and traced TensorFlow graphs must go too, and no host
@@ -20,7 +20,7 @@ from tensorflow.python.framework import func_graph
 import ipu_keras as ipu
 from ipu_keras.config import reset_ipu_configuration
 
-FITS = 200
+FITS = 120   # 100 measured after the warm-up: 0.5 MB a fit is 50 MB over them
 WARM_UP = 20
 MAX_RSS_GROWTH_PER_FIT_MB = 0.5
 
@@ -63,7 +63,7 @@ def small_ipu():
 
 
 @pytest.mark.slow
-def test_200_fits_on_new_models_keep_threads_and_memory_flat(small_ipu):
+def test_many_fits_on_new_models_keep_threads_and_memory_flat(small_ipu):
     rng = np.random.default_rng(0)
     x = rng.random((32, 8), dtype=np.float32)
     y = (x.sum(1) > 4).astype(np.int32)
@@ -74,7 +74,7 @@ def test_200_fits_on_new_models_keep_threads_and_memory_flat(small_ipu):
         if i + 1 == WARM_UP:
             warm = _figures()
     end = _figures()
-    print(f"\n200 fits: start {start}, after {WARM_UP} {warm}, end {end}")
+    print(f"\n{FITS} fits: start {start}, after {WARM_UP} {warm}, end {end}")
     assert sum(m() is not None for m in models) == 0  # every model was collected
     assert end["threads"] == warm["threads"]
     assert end["func_graphs"] <= warm["func_graphs"]
