@@ -235,8 +235,9 @@ def _softmax(logits):
 
 
 def _softmax_rows(logits):
-    shifted, total = _shifted_exp_sum(logits)
-    return np.exp(shifted) * (1 / total)
+    # `_shifted_exp_sum`'s steps, keeping the exponentials for the result (one exp pass).
+    exp = np.exp(logits - np.maximum.reduce(logits, axis=-1, keepdims=True))
+    return exp * (1 / np.add.reduce(exp, axis=-1, keepdims=True))
 
 
 def _log_softmax(logits):

@@ -60,7 +60,10 @@ def _euclidean_norm(x, axes, keep_dims):
 
 def _summing(fn):
     def kernel(x, axes, keep_dims):
-        return fn(x, axis=axes, keepdims=keep_dims, dtype=_accumulator(x.dtype)).astype(x.dtype)
+        if not axes:   # a sum or product over no axis is x itself (TensorFlow's gradients ask)
+            return x
+        total = fn(x, axis=axes, keepdims=keep_dims, dtype=_accumulator(x.dtype))
+        return total.astype(x.dtype, copy=False)
 
     return kernel
 

@@ -19,6 +19,7 @@ def _reductions(tf_op, fn, x, **tolerance):
         case(tf_op, lambda t: fn(t, axis=[0, 2]), x, label="axes0,2", **tolerance),
         case(tf_op, lambda t: fn(t, axis=[-1, 0], keepdims=True), x, label="keepdims",
              **tolerance),
+        case(tf_op, lambda t: fn(t, axis=[]), x, label="no-axis", **tolerance),
     ]
 
 
