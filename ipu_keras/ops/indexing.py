@@ -316,8 +316,46 @@ def _scatter_nd(x, indices, updates, *, mode):
     if mode == "update":
         out[where] = updates
     else:
-        np.add.at(out, where, updates)
+        _add_at(out, where, updates)
     return out
+
+
+_LAYERED_ADDS = 1 << 8
+"""`_add_at` takes layers from this many index rows up (fewer: `np.add.at` is as fast)."""
+_MAX_LAYERS = 16
+"""Indices repeated more often than this are summed one at a time by `np.add.accumulate`."""
+
+
+def _add_at(out, where, updates):
+    """`np.add.at(out, where, updates)`, `where` a tuple of (checked) index arrays over
+    out's leading axes: each index's updates are added to it in their order, as numpy's
+    add.at and TensorFlow's CPU kernels add them, so the sums have their bits.
+
+    add.at runs element by element (an embedding gradient of 2,048 rows of 256: 6-10 ms).
+    Here every index's first update is added in one fancy-indexed step, then every
+    index's second, and so on (the indices of a step all distinct); an index repeated
+    more than `_MAX_LAYERS` times (a padding token) is summed on its own, its value then
+    its updates by `np.add.accumulate`, which adds strictly left to right."""
+    lead = len(where)
+    if not lead or where[0].size < _LAYERED_ADDS or not out.flags.c_contiguous:
+        np.add.at(out, where, updates)
+        return
+    flat = np.ravel_multi_index(where, out.shape[:lead]).reshape(-1)
+    order = np.argsort(flat, kind="stable")    # each index's updates together, in order
+    ranked = flat[order]
+    first = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    counts = np.diff(np.r_[first, len(ranked)])
+    occurrence = np.arange(len(ranked)) - np.repeat(first, counts)
+    light = np.repeat(counts <= _MAX_LAYERS, counts)
+    rows = out.reshape((-1,) + out.shape[lead:])
+    values = updates.reshape((len(flat),) + out.shape[lead:])
+    for layer in range(min(int(counts.max()), _MAX_LAYERS)):
+        taken = order[(occurrence == layer) & light]
+        rows[flat[taken]] += values[taken]
+    for start, count in zip(first[counts > _MAX_LAYERS], counts[counts > _MAX_LAYERS]):
+        index = ranked[start]
+        terms = np.concatenate([rows[index][None], values[order[start:start + count]]])
+        rows[index] = np.add.accumulate(terms, axis=0)[-1]
 
 
 def _scatter_cost(in_types, out_types, **_):
@@ -383,7 +421,7 @@ def _segment_sum(data, ids, *, num_segments):
     out = np.zeros((num_segments,) + data.shape[ids.ndim:], data.dtype)
     keep = ids >= 0
     _check_indices(ids[keep], num_segments, "Segment")
-    np.add.at(out, ids[keep], data[keep])
+    _add_at(out, (ids[keep],), data[keep])
     return out
 
 

@@ -115,6 +115,14 @@ INDEXING = [
          lambda x, u: tf.tensor_scatter_nd_add(x, [[1, 0], [1, 0], [2, 2]], u), f32(4, 3),
          f32(3)),
     case("ScatterNd", lambda u: tf.scatter_nd([[0], [2], [0]], u, (4, 2)), f32(3, 2)),
+    # Enough rows for the layered adds (ops/indexing.py `_add_at`), one index repeated past
+    # `_MAX_LAYERS` (a padding token), in TensorFlow's order of addition.
+    case("UnsortedSegmentSum", lambda x, s: tf.math.unsorted_segment_sum(x, s, 40),
+         f32(600, 3), np.where(i32(600, low=0, high=3) == 0, 0, i32(600, low=-1, high=40)),
+         label="many-rows"),
+    case("TensorScatterAdd", lambda x, i, u: tf.tensor_scatter_nd_add(x, i, u), f32(6, 5, 2),
+         np.stack([i32(400, low=0, high=6), i32(400, low=0, high=5)], -1), f32(400, 2),
+         label="many-rows"),
 ]
 
 GRADIENTS = [

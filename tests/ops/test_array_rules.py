@@ -242,3 +242,22 @@ def test_resource_gather_reads_the_variable_then_gathers():
     out = get_importer("ResourceGather")(node, b)
     assert [eq.op for eq in b.equations] == ["read_var", "gather"]
     assert out.type == TensorType((2, 3), "float32")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+@pytest.mark.parametrize("ids", ["uniform", "padding", "two-axes"])
+def test_layered_adds_have_the_bits_of_numpys_add_at(ids, dtype):
+    rng = np.random.default_rng(0)
+    out = (rng.standard_normal((40, 6, 3)) * 8).astype(dtype)
+    n = 3 * indexing._LAYERED_ADDS
+    where = (rng.integers(0, 40, n),)
+    if ids == "padding":      # one index far more often than `_MAX_LAYERS`
+        where[0][: n // 2] = 7
+    elif ids == "two-axes":
+        where = (where[0], rng.integers(0, 6, n))
+    updates = (rng.standard_normal((n,) + out.shape[len(where):]) * 8).astype(dtype)
+    expected = out.copy()
+    np.add.at(expected, where, updates)
+    indexing._add_at(out, where, updates)
+    np.testing.assert_array_equal(out.view(f"u{out.itemsize}"),
+                                  expected.view(f"u{expected.itemsize}"))
