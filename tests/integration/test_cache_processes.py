@@ -5,6 +5,7 @@ Each process is a fresh interpreter (`sys.executable -c ...`) with
 """
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -58,11 +59,24 @@ def _entries(cache_dir):
     return [p for p in os.listdir(cache_dir) if p.endswith(SUFFIX)]
 
 
-def test_second_process_loads_from_the_cache(tmp_path):
-    first_out, first = _finish(_start(tmp_path))
-    assert "Loaded executable from cache" not in first_out
-    assert len(_entries(tmp_path)) == 1
-    second_out, second = _finish(_start(tmp_path))
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """A cache that one process filled (compiling, not loading), and that process's result.
+    Each test works on a copy of it."""
+    cache = tmp_path_factory.mktemp("compiled")
+    out, result = _finish(_start(cache))
+    assert "Loaded executable from cache" not in out
+    assert len(_entries(cache)) == 1
+    return cache, result
+
+
+def _copy(cache, tmp_path):
+    return shutil.copytree(cache, tmp_path / "cache")
+
+
+def test_second_process_loads_from_the_cache(compiled, tmp_path):
+    cache, first = compiled
+    second_out, second = _finish(_start(_copy(cache, tmp_path)))
     assert "INFO Loaded executable from cache" in second_out, second_out
     assert second == first
 
@@ -76,13 +90,15 @@ def test_two_processes_writing_at_once_leave_a_good_entry(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 
-def test_two_processes_reading_a_truncated_entry_at_once_recompile_and_repair_it(tmp_path):
+def test_two_processes_reading_a_truncated_entry_at_once_recompile_and_repair_it(
+        compiled, tmp_path):
     """(A corrupted entry takes the same path; tests/compiler/test_cache.py covers both.)"""
-    _, first = _finish(_start(tmp_path))
-    (entry,) = _entries(tmp_path)
-    path = tmp_path / entry
+    cache, first = compiled
+    cache = _copy(cache, tmp_path)
+    (entry,) = _entries(cache)
+    path = cache / entry
     path.write_bytes(path.read_bytes()[:path.stat().st_size // 3])
-    processes = [_start(tmp_path), _start(tmp_path)]
+    processes = [_start(cache), _start(cache)]
     outputs = [_finish(p) for p in processes]
     for out, result in outputs:
         assert result == first  # each process computed the right thing
@@ -91,6 +107,6 @@ def test_two_processes_reading_a_truncated_entry_at_once_recompile_and_repair_it
         assert ("WARNING The executable cache entry" in out and "damaged" in out
                 or "INFO Loaded executable from cache" in out), out
     assert any("damaged" in out for out, _ in outputs)
-    assert _entries(tmp_path) == [entry]
+    assert _entries(cache) == [entry]
     Executable.load(path)  # repaired: complete and checksummed
-    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    assert not [p for p in os.listdir(cache) if p.endswith(".tmp")]
