@@ -220,11 +220,16 @@ for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
 # -- softmax and losses -------------------------------------------------------------------
 
 
-def _shifted_exp_sum(logits):
-    """(logits - max, sum(exp(logits - max))) along the last axis, keeping dims."""
+def _shifted(logits):
+    """logits - max along the last axis."""
     # The ufuncs' reduce: np.max and np.sum call it too, through a slower Python layer
     # (these kernels run every step on small batches, where that layer is most of the time).
-    shifted = logits - np.maximum.reduce(logits, axis=-1, keepdims=True)
+    return logits - np.maximum.reduce(logits, axis=-1, keepdims=True)
+
+
+def _shifted_exp_sum(logits):
+    """(logits - max, sum(exp(logits - max))) along the last axis, keeping dims."""
+    shifted = _shifted(logits)
     return shifted, np.add.reduce(np.exp(shifted), axis=-1, keepdims=True)
 
 
@@ -235,8 +240,7 @@ def _softmax(logits):
 
 
 def _softmax_rows(logits):
-    # `_shifted_exp_sum`'s steps, keeping the exponentials for the result (one exp pass).
-    exp = np.exp(logits - np.maximum.reduce(logits, axis=-1, keepdims=True))
+    exp = np.exp(_shifted(logits))   # one exp pass, for the sum and the result
     return exp * (1 / np.add.reduce(exp, axis=-1, keepdims=True))
 
 
