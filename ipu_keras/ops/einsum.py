@@ -101,14 +101,11 @@ def _product_plan(equation, shapes):
     output's axes of it)."""
     if len(shapes) != 2 or "." in equation:
         return None
-    (left, right), output = _split(equation, 2)
+    (left, right), output, size, _ = _label_sizes(equation, shapes)
     if any(len(set(x)) != len(x) for x in (left, right, output)):
         return None
-    size = {}
-    for subscripts, shape in zip((left, right), shapes):
-        for label, n in zip(subscripts, shape):
-            if size.setdefault(label, n) != n:
-                return None   # a size-1 label broadcast against a larger one
+    if any(n != size[c] for sub, shape in zip((left, right), shapes) for c, n in zip(sub, shape)):
+        return None   # a size-1 label broadcast against a larger one
     batch = [c for c in output if c in left and c in right]
     free_a = [c for c in output if c in left and c not in right]
     free_b = [c for c in output if c in right and c not in left]
