@@ -21,8 +21,10 @@ same process 1.5x slower from one minute to the next) both sides run through the
 phases. Each column shows the median fit; `ratios` lists every pair's.
 
 Columns: host ms per step after warm-up for each side, their ratio (ipu_keras / Keras;
-above 1 the simulator is slower), the first `fit` call's seconds (trace + compile + one
-execution) per side, ipu_keras' own trace + compile seconds, and the peak RSS per side.
+above 1 the simulator is slower), each side's CPU ms per step in those fits (all its
+threads: CPU ms over wall ms is how many cores it kept busy), the first `fit` call's
+seconds (trace + compile + one execution) per side, ipu_keras' own trace + compile
+seconds, and the peak RSS per side.
 """
 import argparse
 import json
@@ -118,18 +120,25 @@ def prepare(family, side, quick):
     first = time.perf_counter() - start
 
     def timed():
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu_seconds()
         history = model.fit(x[warm:], y[warm:], batch_size=batch, verbose=0, shuffle=False)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
         program = getattr(getattr(model, "train_function", None), "last_program", None)
         return {"family": family, "side": side,
                 "ms_per_step": 1e3 * seconds / (executions * spe),
+                "cpu_ms_per_step": 1e3 * cpu / (executions * spe),
                 "steps": executions * spe, "first_s": first,
                 "compile_s": getattr(program, "compile_seconds", None),
                 "loss": history.history["loss"][-1],
                 "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     return timed
+
+
+def _cpu_seconds():
+    """CPU seconds this process has used so far, all its threads together."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_one(family, side, quick):
@@ -212,7 +221,8 @@ def _median_run(runs):
 def print_table(rows):
     """Prints one line per family from {(family, side): [results]} (a failed side: '-')."""
     print(f"{'model':12s} {'steps':>5s} {'keras ms/step':>13s} {'ipu ms/step':>11s} "
-          f"{'ratio':>6s} {'keras 1st s':>11s} {'ipu 1st s':>9s} {'ipu compile s':>13s} "
+          f"{'ratio':>6s} {'keras cpu ms':>12s} {'ipu cpu ms':>10s} {'keras 1st s':>11s} "
+          f"{'ipu 1st s':>9s} {'ipu compile s':>13s} "
           f"{'keras MiB':>9s} {'ipu MiB':>8s}")
     pairs = {}
     for family in dict.fromkeys(f for f, _ in rows):
@@ -229,6 +239,7 @@ def print_table(rows):
         print(f"{family:12s} {steps:5d} {col(cpu, 'ms_per_step', 13, '.1f')} "
               f"{col(ipu, 'ms_per_step', 11, '.1f')} "
               f"{format(ratio, '.2f') + 'x' if ratio else '-':>6s} "
+              f"{col(cpu, 'cpu_ms_per_step', 12, '.1f')} {col(ipu, 'cpu_ms_per_step', 10, '.1f')} "
               f"{col(cpu, 'first_s', 11, '.2f')} {col(ipu, 'first_s', 9, '.2f')} "
               f"{col(ipu, 'compile_s', 13, '.2f')} {col(cpu, 'peak_rss_mib', 9, '.0f')} "
               f"{col(ipu, 'peak_rss_mib', 8, '.0f')}")
