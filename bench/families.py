@@ -226,23 +226,25 @@ def print_table(rows):
           f"{'keras MiB':>9s} {'ipu MiB':>8s}")
     pairs = {}
     for family in dict.fromkeys(f for f, _ in rows):
-        cpus, ipus = rows.get((family, "keras"), []), rows.get((family, "ipu"), [])
-        pairs[family] = [i["ms_per_step"] / c["ms_per_step"] for c, i in zip(cpus, ipus)]
-        cpu, ipu = _median_run(cpus), _median_run(ipus)
+        keras_runs, ipu_runs = rows.get((family, "keras"), []), rows.get((family, "ipu"), [])
+        pairs[family] = [i["ms_per_step"] / c["ms_per_step"] for c, i in zip(keras_runs, ipu_runs)]
+        keras_run, ipu_run = _median_run(keras_runs), _median_run(ipu_runs)
 
         def col(row, key, width, fmt):
             value = row.get(key) if row else None
             return format(value, fmt).rjust(width) if value is not None else "-".rjust(width)
 
-        ratio = ipu["ms_per_step"] / cpu["ms_per_step"] if cpu and ipu else None
-        steps = (ipu or cpu or {}).get("steps", 0)
-        print(f"{family:12s} {steps:5d} {col(cpu, 'ms_per_step', 13, '.1f')} "
-              f"{col(ipu, 'ms_per_step', 11, '.1f')} "
+        ratio = (ipu_run["ms_per_step"] / keras_run["ms_per_step"]
+                 if keras_run and ipu_run else None)
+        steps = (ipu_run or keras_run or {}).get("steps", 0)
+        print(f"{family:12s} {steps:5d} {col(keras_run, 'ms_per_step', 13, '.1f')} "
+              f"{col(ipu_run, 'ms_per_step', 11, '.1f')} "
               f"{format(ratio, '.2f') + 'x' if ratio else '-':>6s} "
-              f"{col(cpu, 'cpu_ms_per_step', 12, '.1f')} {col(ipu, 'cpu_ms_per_step', 10, '.1f')} "
-              f"{col(cpu, 'first_s', 11, '.2f')} {col(ipu, 'first_s', 9, '.2f')} "
-              f"{col(ipu, 'compile_s', 13, '.2f')} {col(cpu, 'peak_rss_mib', 9, '.0f')} "
-              f"{col(ipu, 'peak_rss_mib', 8, '.0f')}")
+              f"{col(keras_run, 'cpu_ms_per_step', 12, '.1f')} "
+              f"{col(ipu_run, 'cpu_ms_per_step', 10, '.1f')} "
+              f"{col(keras_run, 'first_s', 11, '.2f')} {col(ipu_run, 'first_s', 9, '.2f')} "
+              f"{col(ipu_run, 'compile_s', 13, '.2f')} {col(keras_run, 'peak_rss_mib', 9, '.0f')} "
+              f"{col(ipu_run, 'peak_rss_mib', 8, '.0f')}")
     if any(len(r) > 1 for r in pairs.values()):
         for family, ratios in pairs.items():
             print(f"ratios {family}: " + ", ".join(f"{r:.2f}x" for r in ratios))
