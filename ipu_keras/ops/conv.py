@@ -235,7 +235,7 @@ def _conv_filter_grad(x, dy, *, filter_shape, strides, dilations, padding):
     partial sum per core, added in the accumulation dtype (`cores.batch_sum`)."""
     kernel = functools.partial(_conv_filter_grad_batch, filter_shape=tuple(filter_shape),
                                strides=strides, dilations=dilations, padding=padding)
-    dw = cores.batch_sum(kernel, (x, dy), len(x) * math.prod(dy.shape[1:]))
+    dw = cores.batch_sum(kernel, (x, dy), dy.size, _macs(dy.size, filter_shape).amount)
     return dw.astype(x.dtype, copy=False)
 
 

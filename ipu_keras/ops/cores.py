@@ -9,8 +9,8 @@ least `SPLIT_ELEMENTS` outputs (exp, erfc, softmax: memory-bound ones such as ad
 were no faster split, the two cores sharing one memory bus); `batchwise(...)` for
 kernels independent per batch element (convolutions and their input gradients, pooling
 gradients: their im2col copies and scatters split too); `batch_sum(...)` for sums over
-the batch (convolutions' filter gradients: a partial sum per slab, added in order);
-`matmul(a, b)` and `einsum(...)` for products of at least `WIDE_MACS`
+the batch (convolutions' filter gradients: a partial sum per slab, added in order),
+`matmul(a, b)` and `einsum(...)`, each for products of at least `WIDE_MACS`
 multiply-accumulates. A slab is never split again.
 
 Why not BLAS's own threads: OpenBLAS' idle threads spin for a while after each call,
@@ -208,13 +208,17 @@ def batchwise(fn, xs, batched, shape, dtype, into=False):
     return _into(shape, dtype, shape[0], count, write)
 
 
-def batch_sum(fn, xs, size):
+def batch_sum(fn, xs, size, macs):
     """The sum over the batch of `fn(*xs)`, where `fn` sums its inputs' batch (their first
-    axis) itself: with `size` (the elements it reads) large, one partial sum per core
-    over a slab of the batch, added in order. The sum's order differs from one call's
-    by those partial sums (a float32 sum bound, like a split product)."""
+    axis) itself, reading `size` elements and doing `macs` multiply-accumulates in all:
+    one partial sum per core over a slab of the batch, added in order, when both are
+    large (SPLIT_ELEMENTS, and WIDE_MACS as for a product). With fewer multiply-
+    accumulates the hand-off costs more than the split saves (a convolution's filter
+    gradient of 12.5M ran 2.0 ms whole, 2.5 ms split in the tutorial CNN's fit). The sum's
+    order differs from one call's by those partial sums (a float32 sum bound, like a
+    split product)."""
     count = slabs()
-    if count <= 1 or size < SPLIT_ELEMENTS or len(xs[0]) < count:
+    if count <= 1 or size < SPLIT_ELEMENTS or macs < WIDE_MACS or len(xs[0]) < count:
         return fn(*xs)
     partials = {}   # first batch index of a slab -> its partial sum
 

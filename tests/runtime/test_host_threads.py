@@ -64,7 +64,7 @@ def test_a_batch_sum_adds_one_partial_sum_per_core_in_order():
         return part.sum(axis=0, dtype=np.float32)
 
     with cores.execution():
-        got = cores.batch_sum(total, (x,), x.size)
+        got = cores.batch_sum(total, (x,), x.size, cores.WIDE_MACS)
     tolerances.float32_sum("batch partial sums", 64, 1.0).assert_close(got, x.sum(axis=0))
     if cores._cores() > 1:
         assert sorted(slabs_seen) == _slab_sizes(64)
@@ -72,6 +72,20 @@ def test_a_batch_sum_adds_one_partial_sum_per_core_in_order():
         parts = [x[i * 64 // count:(i + 1) * 64 // count].sum(axis=0, dtype=np.float32)
                  for i in range(count)]
         np.testing.assert_array_equal(got, sum(parts[1:], parts[0]))
+
+
+def test_a_batch_sum_of_few_multiply_accumulates_is_one_sum():
+    x = np.ones((64, 4096), np.float32)
+    slabs_seen = []
+
+    def total(part):
+        slabs_seen.append(len(part))
+        return part.sum(axis=0, dtype=np.float32)
+
+    with cores.execution():
+        got = cores.batch_sum(total, (x,), x.size, cores.WIDE_MACS - 1)
+    assert slabs_seen == [64]
+    np.testing.assert_array_equal(got, np.full(4096, 64, np.float32))
 
 
 def test_replicas_never_split():
