@@ -54,14 +54,21 @@ def test_a_batchwise_kernel_is_split_along_the_batch_and_not_split_again():
         assert sorted(seen) == [(rows, 1) for rows in _slab_sizes(64)]
 
 
-def test_a_batch_sum_adds_one_partial_sum_per_core_in_order():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((64, 4096)).astype(np.float32)
+def _recorded_batch_sum():
+    """A float32 sum over a slab's batch, and the list of the slab lengths it was given."""
     slabs_seen = []
 
     def total(part):
         slabs_seen.append(len(part))
         return part.sum(axis=0, dtype=np.float32)
+
+    return total, slabs_seen
+
+
+def test_a_batch_sum_adds_one_partial_sum_per_core_in_order():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    total, slabs_seen = _recorded_batch_sum()
 
     with cores.execution():
         got = cores.batch_sum(total, (x,), x.size, cores.WIDE_MACS)
@@ -76,11 +83,7 @@ def test_a_batch_sum_adds_one_partial_sum_per_core_in_order():
 
 def test_a_batch_sum_of_few_multiply_accumulates_is_one_sum():
     x = np.ones((64, 4096), np.float32)
-    slabs_seen = []
-
-    def total(part):
-        slabs_seen.append(len(part))
-        return part.sum(axis=0, dtype=np.float32)
+    total, slabs_seen = _recorded_batch_sum()
 
     with cores.execution():
         got = cores.batch_sum(total, (x,), x.size, cores.WIDE_MACS - 1)
