@@ -54,23 +54,47 @@ _HIGH = int(sys.byteorder == "little")  # the index of a uint64's high uint32 wo
 _SEED_KEY = (0x3EC8F720, 0x02461E29)
 _ROUNDS = 10
 _GROUP_BLOCKS = 256  # Philox blocks reserved per output of a truncated normal group.
+_MULTIPLIERS = np.array([[0xD2511F53], [0xCD9E8D57]], np.uint64)  # of counter words 0, 2
 
 # -- Philox 4x32-10 -------------------------------------------------------------------------
 
 
-def _philox(c0, c1, c2, c3, k0, k1):
-    """Ten Philox rounds on uint32 arrays of counter words, the key's words `k0`, `k1` Python
-    ints; returns the four output words (uint32 arrays). Each round's two 32x32-bit products
-    are taken whole in uint64 and read back as their (low, high) uint32 halves."""
-    shape = np.shape(c0) + (2,)
+def _philox(low, high, k):
+    """Ten Philox rounds on the 128-bit counters `(low, high)` (uint64 arrays of one
+    shape) under the 64-bit key `k` (a Python int); returns the blocks, shape + (4,) uint32.
+
+    Per round the two multiplied words `(c0, c2)` are one (2, n) array and the other two
+    `(c1, c3)` another: one product in uint64 gives both 32x32-bit products, whose high
+    halves (a view) are xored with `(c1, c3)` and the round key, and whose low halves
+    (another view) are the next `(c3, c1)`. Two product buffers alternate, as the low
+    halves of one round are read after the next round's product."""
+    shape, n = np.shape(low), np.size(low)
+    counters = [_words(np.reshape(low, -1)), _words(np.reshape(high, -1))]
+    mixed = np.stack([counters[0][0], counters[1][0]])           # c0, c2
+    passed = np.stack([counters[0][1], counters[1][1]])          # c1, c3
+    products = (np.empty((2, n), _U64), np.empty((2, n), _U64))
+    keys = np.empty((2, 1), _U32)
+    k0, k1 = k & 0xFFFFFFFF, k >> 32
+    for r in range(_ROUNDS):
+        halves = np.multiply(mixed, _MULTIPLIERS, out=products[r % 2]).view(_U32)
+        halves = halves.reshape(2, n, 2)[::-1]   # (c2 * M1, c0 * M0) as (low, high) words
+        keys[:, 0] = k0, k1
+        np.bitwise_xor(halves[..., _HIGH], passed, out=mixed)
+        mixed ^= keys
+        passed = halves[..., 1 - _HIGH]
+        k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+    blocks = np.empty((n, 2, 2), _U32)
+    blocks[:, :, 0], blocks[:, :, 1] = mixed.T, passed.T
+    return blocks.reshape(shape + (4,))
+
+
+def _philox_ints(c0, c1, c2, c3, k0, k1):
+    """`_philox` on one block held in Python ints (the four counter words and the key's
+    two): a seed's scrambling costs microseconds instead of numpy's per-call overheads."""
     for _ in range(_ROUNDS):
-        p0 = np.multiply(c0, _U64(0xD2511F53), dtype=_U64).view(_U32).reshape(shape)
-        p1 = np.multiply(c2, _U64(0xCD9E8D57), dtype=_U64).view(_U32).reshape(shape)
-        c0 = np.bitwise_xor(p1[..., _HIGH], _U32(k0))
-        c0 ^= c1
-        c2 = np.bitwise_xor(p0[..., _HIGH], _U32(k1))
-        c2 ^= c3
-        c1, c3 = p1[..., 1 - _HIGH], p0[..., 1 - _HIGH]
+        p0, p1 = c0 * 0xD2511F53, c2 * 0xCD9E8D57
+        c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & 0xFFFFFFFF, (p0 >> 32) ^ c3 ^ k1, \
+            p0 & 0xFFFFFFFF
         k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
     return c0, c1, c2, c3
 
@@ -87,9 +111,7 @@ def _blocks(key, counter, index):
     with np.errstate(over="ignore"):
         low = counter[0] + np.asarray(index, _U64)
         high = counter[1] + (low < counter[0]).astype(_U64)
-    k = int(key[0])
-    words = _philox(*_words(low), *_words(high), k & 0xFFFFFFFF, k >> 32)
-    return np.stack(words, axis=-1)
+    return _philox(low, high, int(key[0]))
 
 
 def _stream(key, counter, count):
@@ -100,10 +122,10 @@ def _stream(key, counter, count):
 
 def _key_counter(seed):
     """TensorFlow's GenerateKey: a [2] int seed scrambled by one Philox block."""
-    s = np.asarray(seed).astype(np.int64).view(_U64).reshape(-1)
-    words = [w.astype(_U64) for w in _philox(*_words(s[:1]), *_words(s[1:2]), *_SEED_KEY)]
-    key = words[0] | words[1] << _U64(32)
-    return key, np.array([0, (words[2] | words[3] << _U64(32))[0]], _U64)
+    s = [int(v) & 0xFFFFFFFFFFFFFFFF for v in np.asarray(seed).astype(np.int64).reshape(-1)]
+    w = _philox_ints(s[0] & 0xFFFFFFFF, s[0] >> 32, s[1] & 0xFFFFFFFF, s[1] >> 32, *_SEED_KEY)
+    return (np.array([w[0] | w[1] << 32], _U64),
+            np.array([0, w[2] | w[3] << 32], _U64))
 
 
 # -- glibc's logf and sincosf, which TensorFlow's float32 Box-Muller calls ------------------
