@@ -139,7 +139,9 @@ def test_the_workers_trap_as_the_caller_does():
 
 @pytest.mark.parametrize("a_shape, b_shape", [
     ((700, 300), (300, 200)),            # rows of a
-    ((9, 60000), (60000, 32)),           # few rows: not cut
+    ((9, 60000), (60000, 32)),           # few rows and columns: not cut
+    ((32, 4608), (4608, 512)),           # few rows: columns of b
+    ((1, 32, 4608), (1, 4608, 512)),     # one batch of few rows: columns of b
     ((4, 300, 300), (300, 64)),          # batch, b broadcast
     ((1, 300, 300), (6, 300, 64)),       # batch, a broadcast
 ])
