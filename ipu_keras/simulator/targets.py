@@ -25,8 +25,12 @@ every figure that is derived or estimated says so next to it:
 * Sync: estimates. Internal (one IPU) sync is a hardware barrier across the chip,
   modelled as 50 cycles; external sync crosses IPU-Links and the host-side sync
   logic, modelled as 500 cycles (hundreds of nanoseconds).
-* Host link: PCIe Gen4 x16, 64 GB/s, published for Mk2; Mk1's C2 card and Bow are
-  assumed to have the same.
+* Host link: the path a host stream takes, per direction. Mk1's C2 card sits on the
+  host's PCIe (Gen4 x16, 64 GB/s as published for the IPU's interface). A Mk2 or Bow
+  IPU has the same PCIe interface, but in an IPU-M2000 or Bow-2000 it connects to the
+  machine's IPU-Gateway, and the gateway to the host server over 100 Gb/s RoCEv2
+  (Graphcore's IPU-POD DA build guide: "2 RNIC ports for connection to the server", a
+  host "with an installed 100GbE RoCEv2 NIC"): 12.5 GB/s, the narrowest link of the path.
 * IPU-Links: aggregate per IPU. Mk1: 3 x 64 GB/s = 192 GB/s on a C2 card. Mk2: 10
   links, 320 GB/s total (published). Bow: assumed the same as Mk2 (same links).
 * Bow's memory bank size is not published: assumed the same as Mk2 (16 KiB), as the
@@ -67,7 +71,7 @@ _STANDARD = {
         clock_hz=1.33e9,
         bank_bytes=16 * _KiB,
         amp_macs_per_cycle={"float16": 64, "float32": 16},
-        host_link_bytes_per_second=64e9,
+        host_link_bytes_per_second=12.5e9,
         ipu_link_bytes_per_second=320e9,
         ipu_links=10,
     ),
@@ -77,7 +81,7 @@ _STANDARD = {
         clock_hz=1.85e9,
         bank_bytes=16 * _KiB,
         amp_macs_per_cycle={"float16": 64, "float32": 16},
-        host_link_bytes_per_second=64e9,
+        host_link_bytes_per_second=12.5e9,
         ipu_link_bytes_per_second=320e9,
         ipu_links=10,
     ),

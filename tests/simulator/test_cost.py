@@ -39,8 +39,8 @@ def test_amp_copy_exchange_sync_and_host_link_rates():
     assert cost.exchange_cycles(1000, mk2) == LATENCY + 250
     assert cost.exchange_cycles(0, mk2) == 0
     assert cost.sync_cycles(mk2) == 50 and cost.sync_cycles(mk2, external=True) == 500
-    # 64 GB/s at 1.33 GHz: 6.4e6 bytes take 100 us = 133,000 cycles.
-    assert cost.host_io_cycles(6_400_000, mk2) == 133_000
+    # 12.5 GB/s at 1.33 GHz: 6.25e6 bytes take 500 us = 665,000 cycles.
+    assert cost.host_io_cycles(6_250_000, mk2) == 665_000
 
 
 def test_amp_vertex_runs_whole_channel_groups_or_the_vector_path():

@@ -53,7 +53,8 @@ def test_total_memory_matches_reference():
 
 def test_links_and_sync():
     t = get_target("ipu2")
-    assert t.host_link_bytes_per_second == 64e9
+    assert t.host_link_bytes_per_second == 12.5e9   # the M2000's 100 Gb/s RoCE host link
+    assert get_target("ipu1").host_link_bytes_per_second == 64e9   # the C2 card's PCIe
     assert t.ipu_link_bytes_per_second == 320e9
     assert t.ipu_links == 10
     assert get_target("ipu1").ipu_link_bytes_per_second == 192e9
