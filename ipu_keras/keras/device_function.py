@@ -133,7 +133,10 @@ class DeviceFunction:
 
 
 def _fast_pull(iterator):
-    """`next(iterator)`; for a tf.data iterator, the raw op on its resource (~40% cheaper)."""
+    """`next(iterator)`; for a tf.data iterator, the raw op on its resource (~40% cheaper),
+    its values packed as the element spec: a flat tuple of tensors (Keras' `(x, y)` and
+    `(x, y, sample_weight)`) or one tensor directly, other structures by `tf.nest` (which
+    cost a quarter of an MLP's step at batch 32)."""
     handle = getattr(iterator, "_iterator_resource", None)
     if handle is None:
         return lambda: next(iterator)
@@ -142,11 +145,16 @@ def _fast_pull(iterator):
     if not all(isinstance(s, tf.TensorSpec) for s in flat):
         return lambda: next(iterator)
     types, shapes = [s.dtype for s in flat], [s.shape for s in flat]
+    if isinstance(spec, tf.TensorSpec):
+        pack = lambda values: values[0]    # noqa: E731
+    elif type(spec) is tuple and len(spec) == len(flat):
+        pack = tuple
+    else:
+        pack = lambda values: tf.nest.pack_sequence_as(spec, values)   # noqa: E731
 
     def pull():
-        values = tf.raw_ops.IteratorGetNext(iterator=handle, output_types=types,
-                                            output_shapes=shapes)
-        return tf.nest.pack_sequence_as(spec, values)
+        return pack(tf.raw_ops.IteratorGetNext(iterator=handle, output_types=types,
+                                               output_shapes=shapes))
 
     return pull
 

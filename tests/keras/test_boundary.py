@@ -71,3 +71,23 @@ def test_a_feed_error_in_a_later_execution_keeps_the_completed_ones():
     assert int(on_ipu.optimizer.iterations.numpy()) == 4
     on_cpu.fit(x[:4 * BATCH], y[:4 * BATCH], batch_size=BATCH, shuffle=False, verbose=0)
     assert_weights_equal(on_ipu.get_weights(), on_cpu.get_weights())
+
+
+@pytest.mark.parametrize("element", [
+    lambda x, y: (x, y),                        # Keras' (x, y): packed as a tuple
+    lambda x, y: x,                             # one tensor: returned as it is
+    lambda x, y: {"a": x, "b": (y, x)},         # other structures: by tf.nest
+])
+def test_batches_are_pulled_in_the_element_structure(element):
+    import tensorflow as tf
+
+    from ipu_keras.keras.device_function import _fast_pull
+
+    x, y = np.arange(12, dtype=np.float32).reshape(6, 2), np.arange(6, dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices(element(x, y)).batch(2)
+    pull, expected = _fast_pull(iter(ds)), iter(ds)
+    for _ in range(3):
+        got, want = pull(), next(expected)
+        tf.nest.assert_same_structure(got, want)
+        for g, w in zip(tf.nest.flatten(got), tf.nest.flatten(want)):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
