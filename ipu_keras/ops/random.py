@@ -64,10 +64,11 @@ def _philox(low, high, k):
     shape) under the 64-bit key `k` (a Python int); returns the blocks, shape + (4,) uint32.
 
     Per round the two multiplied words `(c0, c2)` are one (2, n) array and the other two
-    `(c1, c3)` another: one product in uint64 gives both 32x32-bit products, whose high
-    halves (a view) are xored with `(c1, c3)` and the round key, and whose low halves
-    (another view) are the next `(c3, c1)`. Two product buffers alternate, as the low
-    halves of one round are read after the next round's product."""
+    `(c1, c3)` another: one product in uint64 gives both 32x32-bit products, viewed in
+    reverse order as `(c2 * M1, c0 * M0)`: their high halves xored with `(c1, c3)` and the
+    round key are the next `(c0, c2)`, their low halves the next `(c1, c3)` (a view). Two
+    product buffers alternate, as one round's low halves are read after the next round's
+    product."""
     shape, n = np.shape(low), np.size(low)
     counters = [_words(np.reshape(low, -1)), _words(np.reshape(high, -1))]
     mixed = np.stack([counters[0][0], counters[1][0]])           # c0, c2
