@@ -78,7 +78,7 @@ def _split(xp, ksize, out):
                           + (xp.shape[-1],))
 
 
-def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, into=None):
+def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into=None):
     """`_max_pool_grad` for non-overlapping windows (strides == ksize), or None. `into`: an
     array to write the gradient into, used when it can take it whole (no padding, dy's
     dtype, contiguous)."""
@@ -88,14 +88,13 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, into=None):
     xs = _split(pad_spatial(x, padding, _lowest(x.dtype)), ksize, out)
     views = [(slice(None),) + tuple(i for o in offset for i in (slice(None), o)) + (slice(None),)
              for offset in itertools.product(*(range(k) for k in ksize))]
-    if ties == "first":
+    best = y
+    if ties == "first" and not y_is_max:
         best = xs[views[0]].copy()
         for index in views[1:]:
             np.maximum(best, xs[index], out=best)
-        if best.dtype.kind in "fc" and np.isnan(best).any():
-            return None  # NaN windows: leave the `>` scan to the general path
-    else:
-        best = y
+    if ties == "first" and best.dtype.kind in "fc" and np.isnan(best).any():
+        return None  # NaN windows: leave the `>` scan to the general path
     padded = (x.shape[0],) + tuple(size + lo + hi for size, (lo, hi) in zip(
         x.shape[1:-1], padding)) + (x.shape[-1],)
     whole = (into is not None and into.shape == padded and into.dtype == dy.dtype
@@ -136,18 +135,21 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, into=None):
     return dx[(slice(None),) + crop + (slice(None),)]
 
 
-def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first"):
+def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first", y_is_max=False):
     """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y.
-    Large batches are computed a slab of the batch per core (`cores.batchwise`)."""
+    `y_is_max`: y is `max_pool` of x over the same windows (the importer saw it made so),
+    each window's maximum, which the kernel then does not compute again. Large batches are
+    computed a slab of the batch per core (`cores.batchwise`)."""
     kernel = functools.partial(_max_pool_grad_batch, ksize=ksize, strides=strides,
-                               padding=padding, ties=ties)
+                               padding=padding, ties=ties, y_is_max=y_is_max)
     return cores.batchwise(kernel, (x, y, dy), (True, True, True), x.shape, x.dtype,
                            into=True)
 
 
-def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties, out=None):
+def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties, y_is_max=False,
+                         out=None):
     """The gradient of a batch; `out`: an array of its shape and dtype to fill."""
-    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, into=out)
+    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into=out)
     if dx is None:
         dx = _max_pool_grad_scattered(x, y, dy, ksize, strides, padding, ties)
     if out is None:
@@ -221,7 +223,7 @@ def _pool_shape(in_types, *, ksize, strides, padding):
     return [TensorType(_pooled_shape(x.shape, ksize, strides, padding), x.dtype)]
 
 
-def _max_pool_grad_shape(in_types, *, ksize, strides, padding, ties="first"):
+def _max_pool_grad_shape(in_types, *, ksize, strides, padding, ties="first", y_is_max=False):
     x, y, dy = in_types
     expected = _pooled_shape(x.shape, ksize, strides, padding)
     if dy.shape != expected or y.shape != expected or ties not in ("first", "all"):
@@ -288,7 +290,18 @@ def _import_max_pool_grad(node, b):
     params = _params(node, layout, layout.last(x.type.shape), *_window_operands(node))
     ties = "all" if node.type == "MaxPool3DGrad" else "first"
     operands = [layout.to_last(b, v) for v in (x, y, dy)]
-    return layout.to_first(b, b.emit("max_pool_grad", operands, ties=ties, **params))
+    return layout.to_first(b, b.emit("max_pool_grad", operands, ties=ties,
+                                     y_is_max=_pooled_by(b, *operands[:2], params), **params))
+
+
+def _pooled_by(b, x, y, params):
+    """Whether y is `max_pool` of x over the windows `params`, made by this builder (the
+    gradient of a max pooling is given its output): its windows' maxima, exactly."""
+    for eqn in reversed(b.equations):
+        if y in eqn.outputs:
+            return (eqn.op == "max_pool" and eqn.inputs[0] is x
+                    and all(eqn.params[k] == v for k, v in params.items()))
+    return False
 
 
 @tf_import("AvgPoolGrad", "AvgPool3DGrad")

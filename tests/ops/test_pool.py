@@ -105,3 +105,46 @@ def test_matches_tensorflow(c):
 
 def test_every_tf_type_has_a_case():
     assert set(pool.TF_TYPES) <= {c.tf_op for c in CASES}
+
+
+def _max_pool_grad_equations(fn, *specs):
+    from ipu_keras.tracer.trace import trace
+
+    traced = trace(tf.function(fn), [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in specs])
+    return [e for e in traced.graph.walk() if e.op == "max_pool_grad"]
+
+
+def test_the_gradient_of_a_max_pool_is_told_that_its_output_holds_the_maxima():
+    x = tf.TensorSpec((2, 6, 6, 3), tf.float32)
+
+    def of_max_pool(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.nn.max_pool2d(x, 2, 2, "VALID")
+        return tape.gradient(y, x)
+
+    def of_another_output(x):   # the raw op given a y that is not the pooling's
+        y = tf.nn.max_pool2d(x, 2, 2, "VALID") + 1.0
+        return raw.MaxPoolGrad(orig_input=x, orig_output=y, grad=y, ksize=[1, 2, 2, 1],
+                               strides=[1, 2, 2, 1], padding="VALID")
+
+    (told,) = _max_pool_grad_equations(of_max_pool, x)
+    (not_told,) = _max_pool_grad_equations(of_another_output, x)
+    assert told.params["y_is_max"] is True
+    assert not_told.params["y_is_max"] is False
+
+
+@pytest.mark.parametrize("ksize, strides, padding", [
+    ((2, 2), (2, 2), ((0, 0), (0, 0))),       # tiled windows: y read, not recomputed
+    ((2, 2), (2, 2), ((0, 1), (0, 1))),       # tiled, padded
+    ((3, 3), (2, 2), ((1, 1), (1, 1))),       # overlapping: the general path
+])
+def test_a_max_pool_gradient_from_its_output_equals_one_from_the_input(ksize, strides, padding):
+    x = ties(3, 7, 7, 4)
+    x[0, 0, 0, 0] = np.nan                     # a NaN window takes the general path
+    y = pool._max_pool(x, ksize=ksize, strides=strides, padding=padding)
+    dy = np.random.default_rng(0).standard_normal(y.shape).astype(np.float32)
+    args = dict(ksize=ksize, strides=strides, padding=padding, ties="first")
+    recomputed = pool._max_pool_grad(x, y, dy, y_is_max=False, **args)
+    given = pool._max_pool_grad(x, y, dy, y_is_max=True, **args)
+    np.testing.assert_array_equal(given.view(np.uint32), recomputed.view(np.uint32))
