@@ -44,4 +44,5 @@ def flatten_batch(batch):
 
 
 def signature(arrays):
-    return tuple((a.shape, a.dtype.name) for a in arrays)
+    """What a compiled step is specialised on: each array's shape and dtype."""
+    return tuple((a.shape, a.dtype) for a in arrays)
