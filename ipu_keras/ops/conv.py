@@ -147,10 +147,15 @@ def _work(dtype):
     return np.float64 if dtype == np.float64 else np.float32
 
 
+def _padded(x, kernel, strides, dilations, padding, dtype):
+    """(x in `dtype` with its padding, the output's spatial shape): what im2col windows."""
+    xp = pad_spatial(x.astype(dtype, copy=False), padding)
+    return xp, out_spatial(x.shape[1:-1], kernel, strides, dilations, padding)
+
+
 def _columns(x, kernel, strides, dilations, padding, dtype):
     """im2col: (groups-merged) patches of shape (N * prod(out), prod(kernel), C)."""
-    xp = pad_spatial(x.astype(dtype, copy=False), padding)
-    out = out_spatial(x.shape[1:-1], kernel, strides, dilations, padding)
+    xp, out = _padded(x, kernel, strides, dilations, padding, dtype)
     if x.shape[-1] < FEW_CHANNELS:  # per-offset copies move longer contiguous runs
         slices = offset_slices(kernel, strides, dilations, out)
         cols = np.stack([xp[index] for index in slices], axis=-2)
@@ -171,8 +176,7 @@ def _columns_t(x, kernel, strides, dilations, padding, dtype):
     offset's shifted input one row per channel (offset-major, as the filter's (*K, C)
     axes). A filter gradient's product then reads contiguous rows: the tutorial CNN's
     first one (1 channel) took 1.05 ms through the transposed columns, 0.75 so."""
-    xp = pad_spatial(x.astype(dtype, copy=False), padding)
-    out = out_spatial(x.shape[1:-1], kernel, strides, dilations, padding)
+    xp, out = _padded(x, kernel, strides, dilations, padding, dtype)
     slices = list(offset_slices(kernel, strides, dilations, out))
     cols = np.empty((len(slices), x.shape[-1], x.shape[0]) + tuple(out), dtype)
     for i, index in enumerate(slices):

@@ -138,7 +138,8 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into
 def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first", y_is_max=False):
     """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y.
     `y_is_max`: y is `max_pool` of x over the same windows (the importer saw it made so),
-    each window's maximum, which the kernel then does not compute again. Large batches are
+    each window's maximum, which non-overlapping windows then compare with instead of
+    computing it again (overlapping ones scan for it either way). Large batches are
     computed a slab of the batch per core (`cores.batchwise`)."""
     kernel = functools.partial(_max_pool_grad_batch, ksize=ksize, strides=strides,
                                padding=padding, ties=ties, y_is_max=y_is_max)
