@@ -37,6 +37,9 @@ def _cases(rng):
            lambda: simd.select(keep, flat, zero), None)
     yield ("select", flat.shape, lambda: np.where(keep, flat, -flat),
            lambda: simd.select(keep, flat, -flat), None)
+    slab = rng.standard_normal((4, 4, 4, 256)).astype(np.float32)   # a ResNet-50 conv slab
+    pads = ((0, 0), (1, 1), (1, 1), (0, 0))
+    yield ("pad", slab.shape, lambda: np.pad(slab, pads), lambda: simd.pad(slab, pads), None)
     for x in (conv1, conv2):
         b = rng.standard_normal(x.shape[-1]).astype(np.float32)
         yield ("bias_add", x.shape, lambda x=x, b=b: np.add(x, b.reshape(1, 1, 1, -1)),

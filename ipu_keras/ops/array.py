@@ -14,6 +14,7 @@ import numpy as np
 
 from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras.ir.types import TensorType
+from ipu_keras.ops import simd
 from ipu_keras.ops._common import no_cost, per_output_element
 from ipu_keras.ops.registry import register_op, tf_import
 
@@ -151,7 +152,7 @@ def _pad(x, *value, paddings, mode):
     pads = [tuple(p) for p in paddings]
     if mode == "constant":
         fill = value[0] if value else 0
-        return np.pad(x, pads, mode="constant", constant_values=fill)
+        return simd.pad(x, pads, fill)
     return np.pad(x, pads, mode=mode)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ipu_keras.errors import UnsupportedOpError
 from ipu_keras.ir.types import TensorType
-from ipu_keras.ops import cores
+from ipu_keras.ops import cores, simd
 from ipu_keras.ops.registry import Work, register_op, tf_import
 
 TF_TYPES = (
@@ -106,10 +106,12 @@ def out_spatial(spatial, kernel, strides, dilations, padding):
 
 
 def pad_spatial(x, padding, value=0):
+    """`x` (N, *spatial, C) with `padding`'s `(low, high)` rows of `value` on each spatial
+    axis; `x` itself when there are none."""
     if not any(lo or hi for lo, hi in padding):
         return x
-    width = [(0, 0)] + [(int(lo), int(hi)) for lo, hi in padding] + [(0, 0)]
-    return np.pad(x, width, constant_values=value)
+    return simd.pad(x, ((0, 0),) + tuple((int(lo), int(hi)) for lo, hi in padding) + ((0, 0),),
+                    value)
 
 
 def offset_slices(kernel, strides, dilations, out):

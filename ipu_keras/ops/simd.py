@@ -12,6 +12,10 @@ off them, and this module gives each such step a formulation with the same resul
   element, and with a random condition (a dropout mask) it mispredicts about every
   other one: 0.43 ms for 102,400 float32, against 0.07 ms as
   `y ^ ((x ^ y) & mask)`, the mask being all ones where `cond` holds. Same bits.
+- `pad(x, pads, value)`: `np.pad(x, pads, constant_values=value)`. np.pad sets up each
+  call in Python: 58 us to pad a (4, 4, 4, 256) float32 block by one on each side (a
+  ResNet-50 3x3 convolution's slab), 5 us as an empty array, its interior and its
+  borders assigned. Same values.
 
 Measured on this project's machine (2-core AMD EPYC, numpy 2.4) with
 `python bench/simd_steps.py`, which prints both sides of each and checks they agree.
@@ -79,3 +83,19 @@ def select(cond, x, y):
         out = np.bitwise_and(np.bitwise_xor(xb, yb), mask, out=mask)
         np.bitwise_xor(out, yb, out=out)
     return out.view(x.dtype)
+
+
+def pad(x, pads, value=0):
+    """`np.pad(x, pads, constant_values=value)` for one non-negative `(low, high)` pair
+    per axis of `x`: the interior copied once and each border filled once."""
+    x = np.asarray(x)
+    shape = tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, pads))
+    out = np.empty(shape, x.dtype)
+    out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, pads))] = x
+    for axis, (lo, hi) in enumerate(pads):
+        before = (slice(None),) * axis
+        if lo:
+            out[before + (slice(0, lo),)] = value
+        if hi:
+            out[before + (slice(shape[axis] - hi, None),)] = value
+    return out

@@ -78,3 +78,25 @@ def test_select_leaves_other_dtypes_to_where():
     cond = np.random.default_rng(6).random(5000) < 0.5
     x = np.arange(5000).astype(np.complex128)
     _same_bits(simd.select(cond, x, x * 1j), np.where(cond, x, x * 1j))
+
+
+@pytest.mark.parametrize("shape,pads,value", [
+    ((4, 4, 4, 256), ((0, 0), (1, 1), (1, 1), (0, 0)), 0),
+    ((3, 5, 7), ((2, 0), (0, 3), (1, 1)), -np.inf),
+    ((0, 2), ((1, 1), (2, 0)), 7),
+    ((6,), ((0, 0),), 1),
+], ids=["conv-slab", "uneven", "empty", "none"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32"])
+def test_pad_equals_np_pad(shape, pads, value, dtype):
+    if np.dtype(dtype).kind == "i" and not np.isfinite(value):
+        value = np.iinfo(dtype).min
+    x = _data(max(int(np.prod(shape)), 1), "float64")[:int(np.prod(shape))]
+    with np.errstate(invalid="ignore"):
+        x = x.astype(dtype).reshape(shape)
+    _same_bits(simd.pad(x, pads, value), np.pad(x, pads, constant_values=value))
+
+
+def test_pad_keeps_the_bits_of_a_negative_zero_fill():
+    x = np.ones((2, 3), np.float32)
+    _same_bits(simd.pad(x, ((1, 0), (0, 1)), np.float32(-0.0)),
+               np.pad(x, ((1, 0), (0, 1)), constant_values=np.float32(-0.0)))
