@@ -188,17 +188,20 @@ def rowwise_kernel(kernel):
     return run
 
 
-def batchwise(fn, xs, batched, shape, dtype, into=False):
-    """`fn(*xs)`, of `shape` and `dtype`, a slab per core along the batch when it is large.
+def batchwise(fn, xs, batched, shape, dtype, into=False, min_elements=SPLIT_ELEMENTS):
+    """`fn(*xs)`, of `shape` and `dtype`, a slab per core along the batch when it has at
+    least `min_elements` outputs.
 
     `fn` must compute each index of its output's first axis (the batch) from the same
     index of the first axis of the inputs flagged in `batched` and the whole of the
     others: a convolution (batched input, whole filter), a pooling gradient. `into`:
     `fn` also takes `out=`, the (contiguous) slab of the result to fill, and fills it
-    instead of returning a slab that is then copied there.
+    instead of returning a slab that is then copied there. A kernel that makes many
+    short numpy calls per slab wants a larger `min_elements`: two threads making them
+    take turns at the GIL, and each turn waited for costs a thread wake-up.
     """
     count = slabs()
-    if count <= 1 or math.prod(shape) < SPLIT_ELEMENTS or shape[0] < count:
+    if count <= 1 or math.prod(shape) < min_elements or shape[0] < count:
         return np.asarray(fn(*xs), dtype=dtype)
 
     def write(out, rows):

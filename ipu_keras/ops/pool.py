@@ -156,16 +156,24 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into
     return dx[(slice(None),) + crop + (slice(None),)]
 
 
+SPLIT_GRAD_ELEMENTS = 1 << 20
+"""Max-pool gradients with at least this many outputs are split over the cores. A slab
+makes two dozen short numpy calls, and the two threads wait on each other for the GIL:
+split, the tutorial CNN's second gradient (64x11x11x64) took 0.54-0.86 ms against
+0.37-0.39 on one core, ResNet-50's (8x34x34x64, 3x3 windows) 2.4-2.7 against 1.5-2.0; the
+CNN's first (64x26x26x32) 1.2-1.9 against 1.9-3.7 (`cores.execution()`, medians of 40)."""
+
+
 def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first", y_is_max=False):
     """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y.
     `y_is_max`: y is `max_pool` of x over the same windows (the importer saw it made so),
     each window's maximum, which the kernels then compare with instead of computing it
-    again (`_maxima`). Large batches are computed a slab of the batch per core
-    (`cores.batchwise`)."""
+    again (`_maxima`). Batches of `SPLIT_GRAD_ELEMENTS` outputs are computed a slab per
+    core (`cores.batchwise`)."""
     kernel = functools.partial(_max_pool_grad_batch, ksize=ksize, strides=strides,
                                padding=padding, ties=ties, y_is_max=y_is_max)
     return cores.batchwise(kernel, (x, y, dy), (True, True, True), x.shape, x.dtype,
-                           into=True)
+                           into=True, min_elements=SPLIT_GRAD_ELEMENTS)
 
 
 def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties, y_is_max=False,

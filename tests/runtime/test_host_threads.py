@@ -54,6 +54,21 @@ def test_a_batchwise_kernel_is_split_along_the_batch_and_not_split_again():
         assert sorted(seen) == [(rows, 1) for rows in _slab_sizes(64)]
 
 
+def test_a_batchwise_kernel_below_its_min_elements_runs_whole():
+    x = np.ones((64, 128, 128), np.float32)
+    seen = []
+
+    def kernel(x):
+        seen.append((len(x), cores.slabs()))
+        return x + 1
+
+    with cores.execution():
+        got = cores.batchwise(kernel, (x,), (True,), x.shape, np.float32,
+                              min_elements=x.size + 1)
+    np.testing.assert_array_equal(got, x + 1)
+    assert seen == [(64, cores._cores())]   # one call, in the calling thread's context
+
+
 def _recorded_batch_sum():
     """A float32 sum over a slab's batch, and the list of the slab lengths it was given."""
     slabs_seen = []
