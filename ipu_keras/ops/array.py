@@ -144,6 +144,9 @@ register_op("broadcast_to", shape=_broadcast_shape, kernel=_broadcast_to, cost=_
 def _pad_shape(in_types, *, paddings, mode):
     assert mode in PAD_MODES, mode
     x = in_types[0]
+    if any(lo < 0 or hi < 0 for lo, hi in paddings):
+        raise ValueError(f"pad expected non-negative paddings. Received: paddings="
+                         f"{[list(p) for p in paddings]} for {x}")
     return [TensorType([d + lo + hi for d, (lo, hi) in zip(x.shape, paddings)], x.dtype)]
 
 

@@ -203,6 +203,7 @@ def _max_pool_grad_scattered(x, y, dy, ksize, strides, padding, ties, y_is_max):
         arg = _first_max(x, ksize, strides, padding)
         piece = lambda i: np.where(arg == i, dy, zero)  # noqa: E731
     else:
+        # scatter_windows asks for each offset's part once, in order: the masks' order.
         hits = _hits((xp[index] for index in slices), best, ties)
         piece = lambda i: simd.select(next(hits), dy, zero)  # noqa: E731
     return scatter_windows(piece, x.shape, ksize, strides, ones, padding, dy.dtype)

@@ -184,6 +184,8 @@ def test_shape_rules_reject_bad_operands():
         get_op("bitcast").shape([TensorType((3,), "int16")], dtype="int32")
     with pytest.raises(ValueError, match="Received"):
         get_op("scatter_nd").shape([f32, TensorType((4, 1), "int32"), f32], mode="add")
+    with pytest.raises(ValueError, match="non-negative paddings. Received"):
+        get_op("pad").shape([f32], paddings=((0, 1), (-1, 0)), mode="constant")
 
 
 @pytest.mark.parametrize("s0, s1, r0, r1", [
