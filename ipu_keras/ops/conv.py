@@ -205,10 +205,11 @@ def _grouped_grads(dy, groups):
 
 def _conv(x, w, *, strides, dilations, padding):
     out = out_spatial(x.shape[1:-1], w.shape[:-2], strides, dilations, padding)
+    shape = (x.shape[0],) + out + (w.shape[-1],)
     return cores.batchwise(functools.partial(_conv_batch, strides=strides, dilations=dilations,
                                              padding=padding),
-                           (x, w), (True, False), (x.shape[0],) + out + (w.shape[-1],), x.dtype,
-                           into=True)
+                           (x, w), (True, False), shape, x.dtype, into=True,
+                           macs=_macs(math.prod(shape), w.shape).amount)
 
 
 def _conv_batch(x, w, *, strides, dilations, padding, out=None):
@@ -235,7 +236,8 @@ def _conv_input_grad(w, dy, *, input_shape, strides, dilations, padding):
     kernel = functools.partial(_conv_input_grad_batch, strides=strides, dilations=dilations,
                                padding=padding)
     return cores.batchwise(lambda w, dy: kernel(w, dy, input_shape=(len(dy),) + input_shape[1:]),
-                           (w, dy), (False, True), input_shape, w.dtype)
+                           (w, dy), (False, True), input_shape, w.dtype,
+                           macs=_macs(dy.size, w.shape).amount)
 
 
 def _conv_input_grad_batch(w, dy, *, input_shape, strides, dilations, padding):

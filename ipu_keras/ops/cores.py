@@ -188,9 +188,11 @@ def rowwise_kernel(kernel):
     return run
 
 
-def batchwise(fn, xs, batched, shape, dtype, into=False, min_elements=SPLIT_ELEMENTS):
+def batchwise(fn, xs, batched, shape, dtype, into=False, min_elements=SPLIT_ELEMENTS,
+              macs=None):
     """`fn(*xs)`, of `shape` and `dtype`, a slab per core along the batch when it has at
-    least `min_elements` outputs.
+    least `min_elements` outputs and, for a product (`macs` given), at least `WIDE_MACS`
+    multiply-accumulates, as `batch_sum` asks.
 
     `fn` must compute each index of its output's first axis (the batch) from the same
     index of the first axis of the inputs flagged in `batched` and the whole of the
@@ -201,7 +203,8 @@ def batchwise(fn, xs, batched, shape, dtype, into=False, min_elements=SPLIT_ELEM
     take turns at the GIL, and each turn waited for costs a thread wake-up.
     """
     count = slabs()
-    if count <= 1 or math.prod(shape) < min_elements or shape[0] < count:
+    if (count <= 1 or math.prod(shape) < min_elements or shape[0] < count
+            or (macs is not None and macs < WIDE_MACS)):
         return np.asarray(fn(*xs), dtype=dtype)
 
     def write(out, rows):

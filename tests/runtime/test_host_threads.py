@@ -69,6 +69,22 @@ def test_a_batchwise_kernel_below_its_min_elements_runs_whole():
     assert seen == [(64, cores._cores())]   # one call, in the calling thread's context
 
 
+def test_a_batchwise_product_of_few_multiply_accumulates_runs_whole():
+    x = np.ones((64, 128, 128), np.float32)
+    seen = []
+
+    def kernel(x):
+        seen.append(len(x))
+        return x + 1
+
+    with cores.execution():
+        cores.batchwise(kernel, (x,), (True,), x.shape, np.float32, macs=cores.WIDE_MACS - 1)
+        assert seen == [64]
+        cores.batchwise(kernel, (x,), (True,), x.shape, np.float32, macs=cores.WIDE_MACS)
+    if cores._cores() > 1:
+        assert sorted(seen[1:]) == _slab_sizes(64)
+
+
 def _recorded_batch_sum():
     """A float32 sum over a slab's batch, and the list of the slab lengths it was given."""
     slabs_seen = []
