@@ -146,6 +146,20 @@ def test_kernel_matches_rule_and_reference(sample):
     assert isinstance(work, Work) and work.kind in WORK_KINDS and work.amount >= 0
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_relu_grad_has_the_bits_of_tensorflows_product(dtype):
+    """`g * (x > 0)` as TensorFlow computes it: negative zeros where g < 0, NaN where g is
+    infinite or NaN, whatever x."""
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.5, -2.5])
+    g, x = (np.array(a, dtype) for a in np.meshgrid(specials, specials))
+    g = np.concatenate([g.ravel(), f32(4096).astype(dtype)])
+    x = np.concatenate([x.ravel(), f32(4096).astype(dtype)])
+    with np.errstate(invalid="ignore"):
+        want = g * (x > 0)
+        got = get_op("relu_grad").kernel(g, x)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
 def test_cost_units():
     a, b = TensorType((2, 3, 4), "float32"), TensorType((4, 5), "float32")
     out = get_op("matmul").shape([a, b])
