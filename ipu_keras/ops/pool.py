@@ -59,8 +59,9 @@ def _max_pool(x, *, ksize, strides, padding):
 def _maxima(parts, y, ties, y_is_max):
     """What a max-pool gradient compares each window offset's elements (`parts`, in
     order) with: `y`, or for `ties="first"` without `y_is_max` each window's maximum
-    computed again (TensorFlow's MaxPoolGrad ignores its orig_output). None when a window
-    holds NaN: the `>` scan of `_first_max` then says where its gradient goes."""
+    computed again (TensorFlow's MaxPoolGrad ignores its orig_output). For `"first"`, None
+    when a window holds NaN: the `>` scan of `_first_max` then says where its gradient
+    goes."""
     best = y
     if ties == "first" and not y_is_max:
         parts = iter(parts)
