@@ -155,7 +155,7 @@ def _relu(x):
     return simd.against(np.maximum, x, 0)
 
 
-def _relu_grad(g, x):
+def relu_grad(g, x):
     """TensorFlow's ReluGrad, `g * (x > 0)`, the comparison written straight into an
     array of g's dtype (ones and zeros) and multiplied by g in place: the same products
     without a bool-to-float cast inside the multiply (64x26x26x32 float32: 0.71 -> 0.48
@@ -196,7 +196,7 @@ def _softplus_grad(g, x):
 _ACTIVATIONS = (
     # (IR op, TensorFlow op, work kind, kernel, float attrs with defaults)
     ("relu", "Relu", "vector", _relu, ()),
-    ("relu_grad", "ReluGrad", "vector", _relu_grad, ()),
+    ("relu_grad", "ReluGrad", "vector", relu_grad, ()),
     ("relu6", "Relu6", "vector", _relu6, ()),
     ("relu6_grad", "Relu6Grad", "vector", lambda g, x: g * ((x > 0) & (x < 6)), ()),
     ("elu", "Elu", "transcendental", _elu, ()),

@@ -10,6 +10,9 @@ max pooling (MaxPoolGrad) goes to the first maximum of each window in row-major 
 that of 3-d max pooling (MaxPool3DGrad) to every element of the window equal to the
 pooled output, as TensorFlow's CPU kernels do when a window holds ties; average
 pooling with SAME padding divides by the number of non-padded elements in the window.
+
+The max-pool gradient followed by the ReLU gradient at the pool's input is registered as
+one kernel for the engine (`_max_pool_relu_grad`, `simulator/pairs.py`).
 """
 import functools
 import itertools
@@ -21,7 +24,8 @@ from ipu_keras.ops import cores, simd
 from ipu_keras.ops.conv import (
     Layout, offset_slices, out_spatial, pad_spatial, scatter_windows,
 )
-from ipu_keras.ops.registry import Work, register_op, tf_import
+from ipu_keras.ops.nn import relu_grad
+from ipu_keras.ops.registry import Work, register_op, register_pair, tf_import
 
 TF_TYPES = (
     "MaxPool", "MaxPoolV2", "MaxPoolGrad", "MaxPoolGradV2", "MaxPool3D", "MaxPool3DGrad",
@@ -110,10 +114,11 @@ def _split(xp, ksize, out):
                           + (xp.shape[-1],))
 
 
-def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into=None):
+def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, relu=False,
+                         into=None):
     """`_max_pool_grad` for non-overlapping windows (strides == ksize), or None. `into`: an
     array to write the gradient into, used when it can take it whole (no padding, dy's
-    dtype, contiguous)."""
+    dtype, contiguous). `relu`: the ReLU gradient at x of that (`_max_pool_relu_grad`)."""
     if tuple(strides) != tuple(ksize):
         return None
     out = tuple(y.shape[1:-1])
@@ -134,6 +139,11 @@ def _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into
     dxs = _split(dx, ksize, out)
     # 0 + dy, as the general path's accumulation into zeros gives (no negative zeros).
     grad = dy + np.zeros((), dy.dtype)
+    if relu:
+        # Each element takes at most one window's gradient, and only where it equals that
+        # window's maximum: x > 0 there exactly where the maximum is > 0. Elsewhere +0,
+        # as +0 * (x > 0) gives.
+        grad = relu_grad(grad, best)
     if dy.dtype.kind in "fiu" and dy.dtype.itemsize in (1, 2, 4, 8):
         # Select by bit masks (grad & all-ones, or & 0 giving +0): same bits as np.where,
         # without its data-dependent branches.
@@ -165,24 +175,38 @@ split, the tutorial CNN's second gradient (64x11x11x64) took 0.54-0.86 ms agains
 CNN's first (64x26x26x32) 1.2-1.9 against 1.9-3.7 (`cores.execution()`, medians of 40)."""
 
 
-def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first", y_is_max=False):
+def _max_pool_grad(x, y, dy, *, ksize, strides, padding, ties="first", y_is_max=False,
+                   relu=False):
     """`ties="first"`: to each window's first maximum; `"all"`: to every element equal to y.
     `y_is_max`: y is `max_pool` of x over the same windows (the importer saw it made so),
     each window's maximum, which the kernels then compare with instead of computing it
     again (`_maxima`). Batches of `SPLIT_GRAD_ELEMENTS` outputs are computed a slab per
-    core (`cores.batchwise`)."""
+    core (`cores.batchwise`). `relu`: see `_max_pool_relu_grad`."""
     kernel = functools.partial(_max_pool_grad_batch, ksize=ksize, strides=strides,
-                               padding=padding, ties=ties, y_is_max=y_is_max)
+                               padding=padding, ties=ties, y_is_max=y_is_max, relu=relu)
     return cores.batchwise(kernel, (x, y, dy), (True, True, True), x.shape, x.dtype,
                            into=True, min_elements=SPLIT_GRAD_ELEMENTS)
 
 
+def _max_pool_relu_grad(x, y, dy, **params):
+    """`relu_grad(_max_pool_grad(x, y, dy, **params), x)`, bit for bit: the gradient of a
+    max pool of ReLU outputs (the Keras CNN's Conv-ReLU-MaxPool) back through the ReLU.
+    Non-overlapping windows without NaN apply the ReLU's mask to the pooled gradient
+    (`_max_pool_grad_tiled`; the tutorial CNN's first pool: 346K elements instead of
+    1.4M); other windows compute the two one after the other. The engine runs it for the
+    pair of steps (`simulator/pairs.py`)."""
+    return _max_pool_grad(x, y, dy, relu=True, **params)
+
+
 def _max_pool_grad_batch(x, y, dy, *, ksize, strides, padding, ties, y_is_max=False,
-                         out=None):
+                         relu=False, out=None):
     """The gradient of a batch; `out`: an array of its shape and dtype to fill."""
-    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, into=out)
+    dx = _max_pool_grad_tiled(x, y, dy, ksize, strides, padding, ties, y_is_max, relu,
+                              into=out)
     if dx is None:
         dx = _max_pool_grad_scattered(x, y, dy, ksize, strides, padding, ties, y_is_max)
+        if relu:
+            dx = relu_grad(dx.astype(x.dtype, copy=False), x)
     if out is None:
         return dx.astype(x.dtype, copy=False)
     if dx is not out:
@@ -290,6 +314,7 @@ for _op, _shape, _kernel, _mapping in (
     ("avg_pool_grad", _avg_pool_grad_shape, _avg_pool_grad, "reduce"),
 ):
     register_op(_op, shape=_shape, kernel=_kernel, cost=_pool_cost, mapping=_mapping)
+register_pair("max_pool_grad", "relu_grad", _max_pool_relu_grad, link=0, same=[(1, 0)])
 
 
 # -- importers ----------------------------------------------------------------------------

@@ -14,6 +14,9 @@ op it owns:
   ops a block of rows at a time (`simulator/fusion.py`);
 * the TensorFlow op types it is imported from, with `tf_import`.
 
+A module may also register, with `register_pair`, one kernel for an op followed by the
+only reader of its output (the engine's pairs, `simulator/pairs.py`).
+
 Importers never import TensorFlow: they see a `node` (type, name, attrs, IR input
 values, static values of inputs, TensorFlow's inferred output types) and a builder
 `b` whose `emit(op, inputs, **params)` appends an equation. See `tracer/node.py`.
@@ -51,6 +54,10 @@ class OpDef:
 
 _OPS = {}
 _IMPORTERS = {}
+_PAIRS = {}
+
+Pair = collections.namedtuple("Pair", "name kernel link same")
+"""One kernel for op `first` followed by op `second` (`register_pair`)."""
 
 
 def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False,
@@ -65,6 +72,30 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise)
     return _OPS[name]
+
+
+def register_pair(first, second, kernel, *, link, same=()):
+    """Register `kernel(*first's operands, **first's params)` as op `second` applied to op
+    `first`'s output, which is second's operand `link`; each of second's other operands is
+    one of first's (`same`: pairs (second's operand, first's operand)), and second takes
+    no params. The engine may run it instead of the two steps when nothing else reads
+    first's output (`simulator/pairs.py`): it must give the bits of the two kernels run
+    one after the other."""
+    for name in (first, second):
+        get_op(name)
+    if (first, second) in _PAIRS:
+        raise ValueError(f"The pair '{first}', '{second}' is registered twice.")
+    _PAIRS[first, second] = Pair(f"{first}+{second}", kernel, link, tuple(same))
+
+
+def get_pair(first, second):
+    """The `Pair` registered for op `first` followed by op `second`, or None."""
+    return _PAIRS.get((first, second))
+
+
+def paired_ops():
+    """The ops some pair starts with."""
+    return {first for first, _ in _PAIRS}
 
 
 def tf_import(*tf_types):

@@ -5,9 +5,10 @@ over its kernel, slots and params, so the hot path is a flat loop of calls with 
 look-ups, shape checks or cost arithmetic. A value is dropped after the last step of
 its block that reads it (`_dead_after`), so results reuse memory freed a moment
 earlier; a chain of rowwise steps whose intermediates die within it runs a block of rows
-at a time, so that those stay in the cache (`fusion.py`). Cycles are not added up while
-running: each block counts how often it ran, and `cycles()` multiplies those counts by
-the cost tables the compiler computed.
+at a time, so that those stay in the cache (`fusion.py`), and an op followed by the only
+reader of its output runs as one kernel where its family registered one (`pairs.py`).
+Cycles are not added up while running: each block counts how often it ran, and
+`cycles()` multiplies those counts by the cost tables the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
@@ -40,6 +41,7 @@ from ipu_keras.errors import FloatingPointTrapError, OutOfTileMemoryError
 from ipu_keras.ops.registry import get_op
 from ipu_keras.ops.state import write_kernel
 from ipu_keras.simulator.fusion import fuse
+from ipu_keras.simulator.pairs import fuse_pairs, pair_kernel
 
 
 # floating_point_behaviour flag -> numpy error category, and numpy's words for each.
@@ -57,7 +59,8 @@ class Engine:
     """
 
     fuses = True
-    """Whether chains of rowwise steps run a block of rows at a time (`fusion.py`)."""
+    """Whether chains of rowwise steps run a block of rows at a time (`fusion.py`) and
+    registered pairs of steps as one kernel (`pairs.py`)."""
 
     def __init__(self, executable, floating_point=None):
         self.executable = executable
@@ -105,15 +108,19 @@ class Engine:
     # -- building closures ------------------------------------------------------
     def _build_block(self, index):
         block = self.executable.blocks[index]
-        steps = [self._build_step(s) for s in block["steps"]]
+        plan = block["steps"]
+        fusing = self.fuses and not self._traps
+        if fusing:
+            plan = fuse_pairs(plan, self._block_step_reads, self._exports[index])
+        steps = [self._build_step(s) for s in plan]
         if self._traps:
             sources = block.get("sources") or [["", ""]] * len(steps)
             steps = [self._trapping(run, step, source) if step[0] in ("exec", "write") else run
-                     for run, step, source in zip(steps, block["steps"], sources)]
-        dead = self._dead_after(index)
+                     for run, step, source in zip(steps, plan, sources)]
+        dead = self._dead_after(index, plan)
         steps = [_then_drop(run, slots) if slots else run for run, slots in zip(steps, dead)]
-        if self.fuses and not self._traps:
-            steps = fuse(block["steps"], steps, dead)
+        if fusing:
+            steps = fuse(plan, steps, dead)
 
         def run_block(env):
             self.counts[index] += 1
@@ -122,14 +129,14 @@ class Engine:
 
         return run_block
 
-    def _dead_after(self, index):
-        """Per step of block `index`: the slots it defined that no later step reads and the
-        block does not hand back, to drop after their last reader. The allocator then
-        serves the next results from memory just freed (still in the cache) instead of
-        keeping every value of a loop body alive until the next iteration replaces it.
+    def _dead_after(self, index, steps):
+        """Per step of block `index` (its `steps`, pairs fused): the slots it defined that no
+        later step reads and the block does not hand back, to drop after their last reader.
+        The allocator then serves the next results from memory just freed (still in the
+        cache) instead of keeping every value of a loop body alive until the next iteration
+        replaces it.
         Only slots a step of this block writes are dropped: a loop body redefines them on
         each iteration; its inputs, constants and values of enclosing blocks stay."""
-        steps = self.executable.blocks[index]["steps"]
         defined = {slot: i for i, step in enumerate(steps) for slot in _writes(step)}
         last = dict(defined)
         for i, step in enumerate(steps):
@@ -189,6 +196,12 @@ class Engine:
             for slot, value in zip(outs, kernel(*[env[i] for i in ins])):
                 env[slot] = value
         return run
+
+    def _step_pair(self, name, ins, outs, params):
+        kernel = pair_kernel(name)
+        if params:
+            kernel = functools.partial(kernel, **params)
+        return _call_into(kernel, tuple(ins), outs[0])
 
     def _step_read(self, var, out):
         def run(env):
@@ -296,8 +309,9 @@ def _then_drop(run, slots):
 # Per step kind, the fields of its step list that hold (slots it reads, slots it writes,
 # blocks it runs); a field is one slot or a list of them.
 _FIELDS = {
-    "exec": ((2,), (3,), ()), "collective": ((2,), (3,), ()), "read": ((), (2,), ()),
-    "write": ((3,), (), ()), "infeed": ((), (2,), ()), "outfeed": ((2,), (), ()),
+    "exec": ((2,), (3,), ()), "pair": ((2,), (3,), ()), "collective": ((2,), (3,), ()),
+    "read": ((), (2,), ()), "write": ((3,), (), ()), "infeed": ((), (2,), ()),
+    "outfeed": ((2,), (), ()),
     "while": ((1,), (8,), (2, 5)), "if": ((1, 2), (9,), (3, 6)),
 }
 

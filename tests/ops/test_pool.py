@@ -148,3 +148,43 @@ def test_a_max_pool_gradient_from_its_output_equals_one_from_the_input(ksize, st
     recomputed = pool._max_pool_grad(x, y, dy, y_is_max=False, **args)
     given = pool._max_pool_grad(x, y, dy, y_is_max=True, **args)
     np.testing.assert_array_equal(given.view(np.uint32), recomputed.view(np.uint32))
+
+
+def _relu_output(*shape):
+    """ReLU outputs with many zeros (windows of ties at zero), a NaN window kept apart."""
+    return np.maximum(np.random.default_rng(3).integers(-2, 3, shape), 0).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape, ksize, strides, padding, ties, nan", [
+    ((3, 8, 8, 4), (2, 2), (2, 2), ((0, 0), (0, 0)), "first", False),   # tiled: mask pooled
+    ((3, 8, 8, 4), (2, 2), (2, 2), ((0, 0), (0, 0)), "first", True),    # a NaN window
+    ((3, 7, 7, 4), (2, 2), (2, 2), ((0, 1), (0, 1)), "first", False),   # tiled, padded
+    ((3, 9, 9, 4), (2, 2), (2, 2), ((0, 0), (0, 0)), "first", False),   # rows no window covers
+    ((3, 7, 7, 4), (3, 3), (2, 2), ((1, 1), (1, 1)), "first", False),   # overlapping
+    ((2, 4, 4, 4, 3), (2, 2, 2), (2, 2, 2), ((0, 0),) * 3, "all", True),   # 3-d: every tie
+    ((2, 64, 64, 128), (2, 2), (2, 2), ((0, 0), (0, 0)), "first", False),  # split in slabs
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("y_is_max", [True, False])
+def test_the_max_pool_relu_gradient_pair_gives_the_bits_of_its_two_steps(
+        shape, ksize, strides, padding, ties, nan, dtype, y_is_max):
+    """The ReLU's mask applied to the pooled gradient where windows are tiled and hold no
+    NaN; the two steps in turn elsewhere."""
+    from ipu_keras.ops import cores, nn
+
+    x = _relu_output(*shape).astype(dtype)
+    if nan:
+        x[(1,) + (0,) * (len(shape) - 1)] = np.nan
+    params = dict(ksize=ksize, strides=strides, padding=padding, ties=ties, y_is_max=y_is_max)
+    y = pool._max_pool(x, ksize=ksize, strides=strides, padding=padding)
+    dy = np.random.default_rng(4).standard_normal(y.shape).astype(dtype)
+    dy.flat[::7] = -dy.flat[::7] ** 2         # negative gradients: -0 where the ReLU masks
+    dy.flat[5] = np.inf                       # inf * 0: NaN, as the two steps give
+    with cores.execution(widen=True), np.errstate(invalid="ignore"):   # as the engine runs
+        fused = pool._max_pool_relu_grad(x, y, dy, **params)
+        apart = nn.relu_grad(pool._max_pool_grad(x, y, dy, **params), x)
+    bits = np.dtype(f"u{x.itemsize}")
+    np.testing.assert_array_equal(fused.view(bits), apart.view(bits))
+    assert np.count_nonzero(fused) > 0
+    if len(shape) == 4:   # 2x2 windows of ReLU outputs: some all zero, masked to -0
+        assert np.count_nonzero(np.signbit(fused) & (fused == 0))

@@ -42,3 +42,15 @@ def test_registering_an_op_without_a_kernel_is_refused():
     else:
         raise AssertionError("an op without a kernel was registered")
     assert "no_kernel_op" not in registry.all_ops()
+
+
+def test_a_pair_names_registered_ops_once():
+    import pytest
+
+    assert registry.get_pair("max_pool_grad", "relu_grad").name == "max_pool_grad+relu_grad"
+    assert registry.get_pair("relu_grad", "max_pool_grad") is None
+    assert registry.paired_ops() >= {"max_pool_grad"}
+    with pytest.raises(KeyError, match="No IR op named 'no_such_op'"):
+        registry.register_pair("max_pool_grad", "no_such_op", print, link=0)
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register_pair("max_pool_grad", "relu_grad", print, link=0, same=[(1, 0)])

@@ -123,7 +123,7 @@ def test_no_slot_is_dropped_before_a_later_read_or_handed_back(graph):
     engine = Engine(exe)
     dropped = 0
     for index, block in enumerate(exe.blocks):
-        dead = engine._dead_after(index)
+        dead = engine._dead_after(index, block["steps"])
         for i, slots in enumerate(dead):
             later = {s for step in block["steps"][i + 1:] for s in engine._block_step_reads(step)}
             assert not set(slots) & (later | engine._exports[index]), (index, i)
