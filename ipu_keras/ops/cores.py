@@ -11,7 +11,9 @@ kernels independent per batch element (convolutions and their input gradients, p
 gradients: their im2col copies and scatters split too); `batch_sum(...)` for sums over
 the batch (convolutions' filter gradients: a partial sum per slab, added in order),
 `matmul(a, b)` and `einsum(...)`, each for products of at least `WIDE_MACS`
-multiply-accumulates. A slab is never split again.
+multiply-accumulates. A slab is never split again. `concurrently(first, second)` runs two
+independent kernels at once, each whole on one of two cores (the engine's sibling
+products, `simulator/siblings.py`).
 
 Why not BLAS's own threads: OpenBLAS' idle threads spin for a while after each call,
 so after one multi-threaded product the next kernel's second thread found its core
@@ -102,7 +104,14 @@ def slabs():
 def _split(compute, length, count):
     """Runs `compute(rows)` for `count` slices of range(length), the first in this thread."""
     bounds = [length * i // count for i in range(count + 1)]
-    rows = [slice(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
+    _run_parts([functools.partial(compute, slice(lo, hi))
+                for lo, hi in zip(bounds, bounds[1:])])
+
+
+def _run_parts(parts):
+    """Runs the callables `parts` at once, the first in this thread and the others in the
+    slab workers, each as one slab (not split again); returns when all have run, and
+    raises if one failed."""
     errors = np.geterr()   # numpy's error state is per thread: the workers take the caller's
 
     def run(part):
@@ -110,16 +119,28 @@ def _split(compute, length, count):
         _state.slabs = 1   # a slab is not split again
         try:
             with np.errstate(**errors):
-                compute(part)
+                part()
         finally:
             _state.slabs = previous
 
-    others = [_pool().submit(run, part) for part in rows[1:]]
+    others = [_pool().submit(run, part) for part in parts[1:]]
     try:
-        run(rows[0])
+        run(parts[0])
     finally:
         for other in others:
             other.result()
+
+
+def concurrently(first, second):
+    """Runs the independent kernels `first()` in this thread and `second()` in a slab
+    worker at once, each whole on one core, when kernels are split over exactly two cores
+    here now; else one after the other (each split as it would be). For two products of
+    about equal work: one hand-off to the worker instead of one per product."""
+    if slabs() == 2:
+        _run_parts([first, second])
+    else:
+        first()
+        second()
 
 
 def each_slab(compute, length):

@@ -5,8 +5,10 @@ over its kernel, slots and params, so the hot path is a flat loop of calls with 
 look-ups, shape checks or cost arithmetic. A value is dropped after the last step of
 its block that reads it (`_dead_after`), so results reuse memory freed a moment
 earlier; a chain of rowwise steps whose intermediates die within it runs a block of rows
-at a time, so that those stay in the cache (`fusion.py`), and an op followed by the only
-reader of its output runs as one kernel where its family registered one (`pairs.py`).
+at a time, so that those stay in the cache (`fusion.py`), an op followed by the only
+reader of its output runs as one kernel where its family registered one (`pairs.py`),
+and two independent products next to each other run at once, one per core
+(`siblings.py`).
 Cycles are not added up while running: each block counts how often it ran, and
 `cycles()` multiplies those counts by the cost tables the compiler computed.
 
@@ -42,6 +44,7 @@ from ipu_keras.ops.registry import get_op
 from ipu_keras.ops.state import write_kernel
 from ipu_keras.simulator.fusion import fuse
 from ipu_keras.simulator.pairs import fuse_pairs, pair_kernel
+from ipu_keras.simulator.siblings import Siblings, siblings
 
 
 # floating_point_behaviour flag -> numpy error category, and numpy's words for each.
@@ -59,8 +62,9 @@ class Engine:
     """
 
     fuses = True
-    """Whether chains of rowwise steps run a block of rows at a time (`fusion.py`) and
-    registered pairs of steps as one kernel (`pairs.py`)."""
+    """Whether chains of rowwise steps run a block of rows at a time (`fusion.py`),
+    registered pairs of steps as one kernel (`pairs.py`) and sibling products at once
+    (`siblings.py`)."""
 
     def __init__(self, executable, floating_point=None):
         self.executable = executable
@@ -111,7 +115,7 @@ class Engine:
         plan = block["steps"]
         fusing = self.fuses and not self._traps
         if fusing:
-            plan = fuse_pairs(plan, self._block_step_reads, self._exports[index])
+            plan = siblings(fuse_pairs(plan, self._block_step_reads, self._exports[index]))
         steps = [self._build_step(s) for s in plan]
         if self._traps:
             sources = block.get("sources") or [["", ""]] * len(steps)
@@ -202,6 +206,9 @@ class Engine:
         if params:
             kernel = functools.partial(kernel, **params)
         return _call_into(kernel, tuple(ins), outs[0])
+
+    def _step_siblings(self, ins, outs, first, second):
+        return Siblings(self._build_step(first), self._build_step(second), (first, second))
 
     def _step_read(self, var, out):
         def run(env):
@@ -309,7 +316,8 @@ def _then_drop(run, slots):
 # Per step kind, the fields of its step list that hold (slots it reads, slots it writes,
 # blocks it runs); a field is one slot or a list of them.
 _FIELDS = {
-    "exec": ((2,), (3,), ()), "pair": ((2,), (3,), ()), "collective": ((2,), (3,), ()),
+    "exec": ((2,), (3,), ()), "pair": ((2,), (3,), ()), "siblings": ((1,), (2,), ()),
+    "collective": ((2,), (3,), ()),
     "read": ((), (2,), ()), "write": ((3,), (), ()), "infeed": ((), (2,), ()),
     "outfeed": ((2,), (), ()),
     "while": ((1,), (8,), (2, 5)), "if": ((1, 2), (9,), (3, 6)),
