@@ -271,3 +271,47 @@ def test_a_split_max_pool_gradient_fills_its_slabs_with_the_bits_of_the_whole(
     one = kernel(x, y, dy, **params)
     assert split.dtype == one.dtype == dtype
     np.testing.assert_array_equal(split.view(f"u{split.itemsize}"), one.view(f"u{one.itemsize}"))
+
+
+_WORKER_HEAP = """
+import importlib.util, resource, sys, threading
+import numpy as np
+spec = importlib.util.spec_from_file_location("host_heap", sys.argv[1])
+host_heap = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(host_heap)
+assert host_heap.keep_freed_memory()
+if sys.argv[2] == "no top pad":   # glibc's default pad, the other settings kept
+    import ctypes, ctypes.util
+    ctypes.CDLL(ctypes.util.find_library("c")).mallopt(host_heap._M_TOP_PAD, 128 * 1024)
+faults = []
+def work():   # three 24 MiB arrays at once: more than one of the thread's 64 MiB heaps
+    for _ in range(4):
+        start = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        arrays = [np.ones(6 << 20, np.float32) for _ in range(3)]
+        del arrays
+        faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - start)
+thread = threading.Thread(target=work)
+thread.start()
+thread.join()
+print(faults)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's thresholds only")
+@pytest.mark.parametrize("pad", [True, False], ids=["kept", "without the top pad"])
+def test_a_worker_threads_freed_heaps_are_kept(pad):
+    """A slab worker's arrays come from heaps of its own, which glibc unmaps when free
+    unless the top pad keeps them: with it, a worker's next arrays take no page faults."""
+    import ast
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _WORKER_HEAP, host_heap.__file__,
+                          "top pad" if pad else "no top pad"], capture_output=True,
+                         text=True, check=True)
+    first, *again = ast.literal_eval(out.stdout.strip())
+    assert first > 0
+    if pad:
+        assert max(again) * 10 < first, (first, again)
+    else:   # what the pad is for: without it the freed heaps are unmapped, faulted again
+        assert min(again) * 10 >= first, (first, again)
