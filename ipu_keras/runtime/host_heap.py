@@ -10,8 +10,8 @@ the heap and not to trim it, so a step reuses the pages the previous one freed. 
 other than the main one (a slab worker, `ops/cores.py`) allocates from heaps of 64 MiB
 of its own, and glibc unmaps such a heap as soon as it is free whatever the trim
 threshold, unless the top pad is a heap's size: with it, ResNet-50's convolution
-gradients computed whole in the worker (`simulator/siblings.py`) faulted 55 pages per
-step instead of 2,605. The resident size then stays at its peak instead of shrinking
+gradients computed whole in the worker (`simulator/siblings.py`) faulted 1 to 55 pages
+per step instead of 2,605. The resident size then stays at its peak instead of shrinking
 between executions. Elsewhere than on glibc this does nothing.
 """
 import ctypes

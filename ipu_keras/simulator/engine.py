@@ -8,9 +8,8 @@ earlier; a chain of rowwise steps whose intermediates die within it runs a block
 at a time, so that those stay in the cache (`fusion.py`), an op followed by the only
 reader of its output runs as one kernel where its family registered one (`pairs.py`),
 and two independent products next to each other run at once, one per core
-(`siblings.py`).
-Cycles are not added up while running: each block counts how often it ran, and
-`cycles()` multiplies those counts by the cost tables the compiler computed.
+(`siblings.py`). Cycles are not added up while running: each block counts how often it
+ran, and `cycles()` multiplies those counts by the cost tables the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
@@ -134,13 +133,13 @@ class Engine:
         return run_block
 
     def _dead_after(self, index, steps):
-        """Per step of block `index` (its `steps`, pairs fused): the slots it defined that no
-        later step reads and the block does not hand back, to drop after their last reader.
-        The allocator then serves the next results from memory just freed (still in the
-        cache) instead of keeping every value of a loop body alive until the next iteration
-        replaces it.
-        Only slots a step of this block writes are dropped: a loop body redefines them on
-        each iteration; its inputs, constants and values of enclosing blocks stay."""
+        """Per step of block `index` (its `steps`, with pairs and siblings made one): the
+        slots it defined that no later step reads and the block does not hand back, to drop
+        after their last reader. The allocator then serves the next results from memory
+        just freed (still in the cache) instead of keeping every value of a loop body alive
+        until the next iteration replaces it. Only slots a step of this block writes are
+        dropped: a loop body redefines them on each iteration; its inputs, constants and
+        values of enclosing blocks stay."""
         defined = {slot: i for i, step in enumerate(steps) for slot in _writes(step)}
         last = dict(defined)
         for i, step in enumerate(steps):
@@ -190,7 +189,14 @@ class Engine:
         return trapped
 
     def _step_exec(self, op, ins, outs, params):
-        kernel = get_op(op).kernel
+        return self._kernel_step(get_op(op).kernel, ins, outs, params)
+
+    def _step_pair(self, name, ins, outs, params):
+        return self._kernel_step(pair_kernel(name), ins, outs, params)
+
+    @staticmethod
+    def _kernel_step(kernel, ins, outs, params):
+        """A step writing `kernel(*ins, **params)` to the slots `outs`."""
         if params:
             kernel = functools.partial(kernel, **params)
         if len(outs) == 1:
@@ -200,12 +206,6 @@ class Engine:
             for slot, value in zip(outs, kernel(*[env[i] for i in ins])):
                 env[slot] = value
         return run
-
-    def _step_pair(self, name, ins, outs, params):
-        kernel = pair_kernel(name)
-        if params:
-            kernel = functools.partial(kernel, **params)
-        return _call_into(kernel, tuple(ins), outs[0])
 
     def _step_siblings(self, ins, outs, first, second):
         return Siblings(self._build_step(first), self._build_step(second), (first, second))
