@@ -57,7 +57,10 @@ class Executable:
     info: dict = dataclasses.field(default_factory=dict)
 
     def save(self, path):
-        payload, constants = _encode(dataclasses.asdict(self))
+        # Its fields as they are: `_encode` builds new containers, so `dataclasses.asdict`'s
+        # deep copy of every step and param (0.18 s for ResNet-50's train step) is not needed.
+        payload, constants = _encode({field.name: getattr(self, field.name)
+                                      for field in dataclasses.fields(self)})
         body = json.dumps({"format": FORMAT_VERSION, "executable": payload}).encode()
         buffer = io.BytesIO()
         np.savez(buffer, **constants)
