@@ -134,8 +134,9 @@ def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):
         inputs.append(value)
         env[placeholder.ref()] = value
     captured_consts = Builder()
+    variables = {id(var.handle): (var.handle, var) for var in graph.variables}
     for external, internal in graph.captures:
-        env[internal.ref()] = _bind_capture(external, graph, captured_consts)
+        env[internal.ref()] = _bind_capture(external, variables, captured_consts)
     outputs = [t for t in graph.outputs if t.dtype != tf.resource]
     body = importer.import_graph(graph, inputs, env, outputs)
     ir = Graph(inputs, body.outputs, captured_consts.equations + body.equations,
@@ -144,10 +145,12 @@ def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):
                   concrete.structured_outputs, concrete)
 
 
-def _bind_capture(external, graph, builder):
+def _bind_capture(external, variables, builder):
+    """A captured tensor as IR: a variable (`variables`: the graph's `(handle, variable)`
+    by `id` of the handle), another resource (an iterator), or a constant."""
     if external.dtype == tf.resource:
-        for var in graph.variables:
-            if var.handle is external:
-                return StateRef("variable", var)
+        handle, var = variables.get(id(external), (None, None))
+        if handle is external:
+            return StateRef("variable", var)
         return StateRef("iterator", external)
     return builder.const(external.numpy())
