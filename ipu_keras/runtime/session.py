@@ -26,6 +26,7 @@ from ipu_keras.ops import cores
 from ipu_keras.runtime.feeds import StreamSet
 from ipu_keras.runtime.host_heap import keep_freed_memory
 from ipu_keras.runtime.replicas import combine_outfeeds, replication_factor, run_replicas
+from ipu_keras.runtime.variables import HostVariables
 from ipu_keras.simulator.engine import Engine
 from ipu_keras.simulator.strict import StrictEngine
 
@@ -60,6 +61,7 @@ class Session:
         self.engine = self.engines[0]
         self._replica_states = self._written_back = None
         self.variables = variables
+        self._host_variables = HostVariables(variables)
         self.written = [i for i, v in enumerate(executable.variables) if v["written"]]
         self.infeeds = list(infeeds)
         self.outfeed_queues = list(outfeeds)
@@ -69,7 +71,7 @@ class Session:
     def run(self, inputs):
         """Run the executable once on `inputs` (numpy arrays); returns its outputs (those
         of replica 0 when replicated)."""
-        state = [np.asarray(v.numpy()) for v in self.variables]
+        state = self._host_variables.read()
         group = active_group()
         if self.replicas > 1 or group is not None:
             outputs, enqueued = self._run_replicas(inputs, state, group)
@@ -82,8 +84,7 @@ class Session:
                 streams.give_back()
                 raise
             enqueued = streams.enqueued
-        for i in self.written:
-            self.variables[i].assign(state[i])
+        self._host_variables.write(self.written, state)
         for q, elements in zip(self.outfeed_queues, enqueued):
             q._deliver(elements)
         self.last_cycles = self.engine.cycles()
