@@ -22,17 +22,19 @@ class StateRef:
 class StateTable:
     def __init__(self):
         self.variables, self.variable_objects = [], []
+        self._variable_index = {}   # id of a variable object (kept alive above) -> index
         self.infeeds, self.infeed_objects = [], []
         self.outfeeds, self.outfeed_objects = [], []
 
     def variable(self, var):
-        for i, known in enumerate(self.variable_objects):
-            if known is var:
-                return i
+        index = self._variable_index.get(id(var))
+        if index is not None:
+            return index
         dtype = var.dtype.as_numpy_dtype
         spec = VariableSpec(var.name, TensorType(tuple(var.shape), dtype))
         self.variables.append(spec)
         self.variable_objects.append(var)
+        self._variable_index[id(var)] = len(self.variables) - 1
         return len(self.variables) - 1
 
     def infeed(self, iterator, types):
