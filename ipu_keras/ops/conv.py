@@ -155,8 +155,19 @@ def _padded(x, kernel, strides, dilations, padding, dtype):
     return xp, out_spatial(x.shape[1:-1], kernel, strides, dilations, padding)
 
 
+def _pointwise(kernel, strides, padding):
+    """Whether a convolution is 1x1 with unit strides and no padding: its input is then
+    its own im2col columns, and its input gradient the product alone (no scatter)."""
+    return (all(k == 1 for k in kernel) and all(s == 1 for s in strides)
+            and not any(lo or hi for lo, hi in padding))
+
+
 def _columns(x, kernel, strides, dilations, padding, dtype):
-    """im2col: (groups-merged) patches of shape (N * prod(out), prod(kernel), C)."""
+    """im2col: (groups-merged) patches of shape (N * prod(out), prod(kernel), C); for a
+    pointwise convolution a view of `x` (in `dtype`), without the copy."""
+    if _pointwise(kernel, strides, padding):
+        xp = x.astype(dtype, copy=False)
+        return xp.reshape(-1, 1, x.shape[-1]), tuple(x.shape[1:-1])
     xp, out = _padded(x, kernel, strides, dilations, padding, dtype)
     if x.shape[-1] < FEW_CHANNELS:  # per-offset copies move longer contiguous runs
         slices = offset_slices(kernel, strides, dilations, out)
@@ -251,6 +262,8 @@ def _conv_input_grad_batch(w, dy, *, input_shape, strides, dilations, padding):
     if groups > 1:
         dcols = dcols.transpose(0, 2, 1, 3)
     dcols = dcols.reshape((k,) + dy.shape[:-1] + (input_shape[-1],))
+    if _pointwise(kernel, strides, padding):   # one window per element: no scatter
+        return dcols.reshape(input_shape).astype(w.dtype, copy=False)
     dx = scatter_windows(lambda i: dcols[i], input_shape, kernel, strides, dilations,
                          padding, work)
     return dx.astype(w.dtype, copy=False)

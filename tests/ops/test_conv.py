@@ -71,6 +71,13 @@ CONV2D = [
          f32(3, 3, 4), label="conv1d"),
     case("Conv2D", _conv2d(1, "SAME"), f32(2, 16, 16, 16), f32(3, 3, 16, 16),
          tolerance=T.FLOAT32_CONV_144, label="large"),
+    # 1x1 with unit strides and no padding: the input is its own columns (conv._pointwise).
+    case("Conv2D", _conv2d(1, "SAME"), f32(2, 5, 5, 8), f32(1, 1, 8, 6), label="pointwise"),
+    case("Conv2D", _conv2d(1, "VALID"), f32(2, 5, 5, 3), f32(1, 1, 3, 4),
+         label="pointwise-few-channels"),
+    case("Conv2D", _conv2d(2, "VALID"), f32(2, 6, 6, 8), f32(1, 1, 8, 4), label="1x1-s2"),
+    case("Conv2D", _xla(_conv2d(1, "VALID")), f32(2, 4, 4, 8), f32(1, 1, 4, 6),
+         label="pointwise-groups2-xla"),
 ]
 
 CONV2D_GRADS = [
@@ -93,7 +100,17 @@ CONV2D_GRADS = [
          f32(2, 5, 4, 3), label="conv2d-transpose-valid"),
     case("Conv2DBackpropInput", grad(lambda x, w: tf.nn.conv1d(x, w, 1, "VALID"), 0, 1),
          f32(2, 9, 3), f32(3, 3, 4), label="conv1d"),
+    case("Conv2DBackpropInput", grad(_conv2d(1, "SAME"), 0, 1), f32(2, 5, 5, 8),
+         f32(1, 1, 8, 6), label="pointwise"),
+    case("Conv2DBackpropInput", grad(_conv2d(2, "VALID"), 0, 1), f32(2, 6, 6, 8),
+         f32(1, 1, 8, 4), label="1x1-s2"),
+    case("Conv2DBackpropInput", _xla(grad(_conv2d(1, "VALID"), 0, 1)), f32(2, 4, 4, 8),
+         f32(1, 1, 4, 6), label="pointwise-groups2-xla"),
     case("Conv2DBackpropFilter", grad(_conv2d(), 0, 1), f32(2, 6, 6, 3), f32(3, 3, 3, 4)),
+    case("Conv2DBackpropFilter", grad(_conv2d(1, "SAME"), 0, 1), f32(2, 5, 5, 8),
+         f32(1, 1, 8, 6), label="pointwise"),
+    case("Conv2DBackpropFilter", grad(_conv2d(1, "VALID"), 0, 1), f32(2, 5, 5, 3),
+         f32(1, 1, 3, 4), label="pointwise-few-channels"),
     case("Conv2DBackpropFilter", grad(_conv2d(2, "SAME"), 0, 1), f32(2, 7, 6, 3),
          f32(3, 3, 3, 2), label="same-s2"),
     case("Conv2DBackpropFilter", _xla(grad(_conv2d(1, "VALID", (1, 2, 1, 1)), 0, 1)),
@@ -134,6 +151,8 @@ DEPTHWISE = [
          f32(2, 7, 7, 3), f32(3, 3, 3, 2), label="same-s2"),
     case("DepthwiseConv2dNativeBackpropFilter", grad(_depthwise(), 0, 1), f32(2, 6, 6, 3),
          f32(3, 3, 3, 2)),
+    case("DepthwiseConv2dNativeBackpropInput", grad(_depthwise(), 0, 1), f32(2, 5, 5, 3),
+         f32(1, 1, 3, 2), label="pointwise"),
     # TensorFlow's CPU kernels of the depthwise backprops ignore dilations (their results
     # differ from TensorFlow's own XLA and from finite differences): XLA is the oracle.
     case("DepthwiseConv2dNativeBackpropInput", _xla(grad(_depthwise(
