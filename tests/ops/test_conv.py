@@ -51,6 +51,7 @@ def _depthwise(strides=(1, 1, 1, 1), padding="VALID", dilations=(1, 1, 1, 1)):
 
 
 _EXPLICIT = [[0, 0], [1, 2], [0, 1], [0, 0]]
+_EXPLICIT_SAME = [[0, 0], [2, 0], [0, 2], [0, 0]]   # a 3x3 output of the input's size
 
 CONV2D = [
     case("Conv2D", _conv2d(), f32(2, 6, 6, 3), f32(3, 3, 3, 4), label="valid"),
@@ -102,6 +103,14 @@ CONV2D_GRADS = [
          f32(2, 9, 3), f32(3, 3, 4), label="conv1d"),
     case("Conv2DBackpropInput", grad(_conv2d(1, "SAME"), 0, 1), f32(2, 5, 5, 8),
          f32(1, 1, 8, 6), label="pointwise"),
+    # Stride 1, output of the input's size ("SAME"): odd and even kernels (even: padding
+    # (0, 1)) and explicit asymmetric padding.
+    case("Conv2DBackpropInput", grad(_conv2d(1, "SAME"), 0, 1), f32(2, 6, 6, 3),
+         f32(3, 3, 3, 4), label="same-s1"),
+    case("Conv2DBackpropInput", grad(_conv2d(1, "SAME"), 0, 1), f32(2, 5, 6, 3),
+         f32(2, 4, 3, 4), label="same-s1-even"),
+    case("Conv2DBackpropInput", grad(_conv2d(1, _EXPLICIT_SAME), 0, 1), f32(2, 5, 5, 8),
+         f32(3, 3, 8, 8), label="explicit-same-s1"),
     case("Conv2DBackpropInput", grad(_conv2d(2, "VALID"), 0, 1), f32(2, 6, 6, 8),
          f32(1, 1, 8, 4), label="1x1-s2"),
     case("Conv2DBackpropInput", _xla(grad(_conv2d(1, "VALID"), 0, 1)), f32(2, 4, 4, 8),
@@ -131,6 +140,8 @@ CONV3D = [
          f32(3, 3, 3, 2, 3)),
     case("Conv3DBackpropInputV2", grad(_conv3d((1, 2, 2, 2, 1), "SAME"), 0, 1),
          f32(1, 5, 4, 5, 2), f32(3, 2, 3, 2, 3), label="same-s2"),
+    case("Conv3DBackpropInputV2", grad(_conv3d(padding="SAME"), 0, 1), f32(1, 4, 5, 4, 2),
+         f32(3, 3, 3, 2, 3), label="same-s1"),
     case("Conv3DBackpropFilterV2", grad(_conv3d(), 0, 1), f32(2, 5, 5, 5, 2),
          f32(3, 3, 3, 2, 3)),
     case("Conv3DBackpropFilterV2", grad(_conv3d((1, 2, 2, 2, 1), "SAME"), 0, 1),
