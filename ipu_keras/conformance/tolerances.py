@@ -193,6 +193,11 @@ FLOAT32_ATTENTION_GRAD_30 = float32_sum("float32 attention gradients, 30 product
     query and key kernels, the 3 key positions, products of an activation (rms ~1) and
     2 * y (|y| up to 8): at most 30 terms of rms up to 8. An output-kernel gradient that
     cancels to 0.057 was 2.6e-6 off.""")
+FLOAT32_BATCH_NORM_GRAD_24 = float32_sum("float32 batch-norm gradients, 24 terms", 24, 2.2, """
+    FusedBatchNormGrad of the op tests (a 2x4x3 batch per channel): the scale's and the
+    input's gradients sum over the channel's 24 elements the upstream gradient (weighted
+    1..3, rms 2.2) times the normalised input (rms 1). A scale gradient that cancels to
+    0.061 was 3.1e-6 off.""")
 FLOAT32_DENSE_GRAD_24 = float32_sum("float32 Dense gradients, 24 products", 24, 4, """
     The kernel and bias gradients of a Dense layer (SerialDense against keras Dense) for a
     3x8 batch of standard normal inputs and the loss sum(y * y): each sums 24 products of

@@ -2,6 +2,7 @@
 import pytest
 import tensorflow as tf
 
+from ipu_keras.conformance.tolerances import FLOAT32_BATCH_NORM_GRAD_24 as GRAD_SUM
 from ipu_keras.ops import norm
 from tests.ops.harness import case, check_case, f32, grad, positive
 
@@ -77,14 +78,18 @@ FORWARD = [
     case("FusedBatchNormV2", _documented(_train("V2")), X, *AFFINE),
 ]
 
+# The gradients sum over a channel's N * H * W = 24 elements: more than the 16 terms the
+# plain float32 row covers (see the row's reason).
 GRADS = [
-    case("FusedBatchNormGradV3", grad(_y(_train()), 0, 1, 2), X, *AFFINE),
+    case("FusedBatchNormGradV3", grad(_y(_train()), 0, 1, 2), X, *AFFINE, tolerance=GRAD_SUM),
     case("FusedBatchNormGradV3", grad(_y(_train(data_format="NCHW")), 0, 1, 2), NCHW,
-         *AFFINE, label="nchw"),
+         *AFFINE, tolerance=GRAD_SUM, label="nchw"),
     case("FusedBatchNormGradV3", grad(_y(_infer()), 0, 1, 2), X, *AFFINE, *_stats(5),
-         label="inference"),
-    case("FusedBatchNormGrad", grad(_y(_train("V1")), 0, 1, 2), X, *AFFINE),
-    case("FusedBatchNormGradV2", grad(_y(_train("V2")), 0, 1, 2), X, *AFFINE),
+         tolerance=GRAD_SUM, label="inference"),
+    case("FusedBatchNormGrad", grad(_y(_train("V1")), 0, 1, 2), X, *AFFINE,
+         tolerance=GRAD_SUM),
+    case("FusedBatchNormGradV2", grad(_y(_train("V2")), 0, 1, 2), X, *AFFINE,
+         tolerance=GRAD_SUM),
 ]
 
 CASES = FORWARD + GRADS
