@@ -7,9 +7,13 @@ runs the function eagerly in TensorFlow and compiled on the simulated IPU throug
 results, within the case's tolerance for floats (a row of
 `ipu_keras.conformance.tolerances`, FLOAT32 unless the case names another). It also
 proves the traced graph really contains the named op, so a record cannot silently test
-something else.
+something else. The input makers (`f32`, `positive`, `i32`, `boolean`) draw from a generator
+per test module, seeded by its name: a module's data does not depend on which modules
+were collected before it.
 """
 import dataclasses
+import sys
+import zlib
 
 import numpy as np
 import tensorflow as tf
@@ -35,23 +39,32 @@ def case(tf_op, fn, *inputs, tolerance=tolerances.FLOAT32, label=""):
     return Case(tf_op, fn, tuple(inputs), tolerance, label)
 
 
-_rng = np.random.default_rng(1234)
+_rngs = {}
+
+
+def _rng():
+    """The random generator of the test module calling the input maker: one per module,
+    seeded by the module's name, so that one module's cases do not change another's data."""
+    module = sys._getframe(2).f_globals.get("__name__", "")
+    if module not in _rngs:
+        _rngs[module] = np.random.default_rng(zlib.crc32(module.encode()))
+    return _rngs[module]
 
 
 def f32(*shape, low=-2.0, high=2.0):
-    return _rng.uniform(low, high, shape).astype(np.float32)
+    return _rng().uniform(low, high, shape).astype(np.float32)
 
 
 def positive(*shape):
-    return _rng.uniform(0.1, 3.0, shape).astype(np.float32)
+    return _rng().uniform(0.1, 3.0, shape).astype(np.float32)
 
 
 def i32(*shape, low=-5, high=5):
-    return _rng.integers(low, high, shape).astype(np.int32)
+    return _rng().integers(low, high, shape).astype(np.int32)
 
 
 def boolean(*shape):
-    return _rng.integers(0, 2, shape).astype(bool)
+    return _rng().integers(0, 2, shape).astype(bool)
 
 
 def grad(fn, *argnums):
