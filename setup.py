@@ -54,7 +54,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "ipu-keras=ipu_keras.cli:main",
+            "ipu-keras=ipu_keras._src.cli:main",
             "ipu_saved_model_cli=ipu_keras_addons.saved_model_tool.cli:main",
         ],
     },

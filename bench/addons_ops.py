@@ -34,7 +34,7 @@ def _step(layers, shape, units):
 
 
 def _after_bytes(executable):
-    from ipu_keras.reports.document import liveness_section
+    from ipu_keras._src.reports.document import liveness_section
 
     steps = liveness_section(executable)["loop"]["steps"]
     return next(s["bytes"] for s in steps if s["label"] == "matmul (after)")

@@ -66,8 +66,8 @@ def run_one(model_name, side, cache):
     import numpy as np
 
     import ipu_keras
-    from ipu_keras.keras import program
-    tracer = importlib.import_module("ipu_keras.tracer.trace")   # the module, not the function
+    from ipu_keras._src.keras import program
+    tracer = importlib.import_module("ipu_keras._src.tracer.trace")   # the module, not the function
 
     if cache:
         cfg = ipu_keras.config.IPUConfig()

@@ -55,8 +55,8 @@ def _row(name, size, unit, one, split, is_split):
 
 
 def main():
-    from ipu_keras.ops import cores
-    from ipu_keras.ops.registry import get_op
+    from ipu_keras._src.ops import cores
+    from ipu_keras._src.ops.registry import get_op
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)

@@ -88,7 +88,7 @@ def run_one(config, steps, reports):
 
 def _training_summary(directory):
     """The summary of the training executable's report (the one with the most cycles)."""
-    from ipu_keras.reports import summary
+    from ipu_keras._src.reports import summary
 
     loaded = [summary.load(p) for p in summary.find_reports(directory)]
     report = max(loaded, key=lambda r: (r.get("execution") or {}).get("total_cycles", 0))

@@ -2,7 +2,7 @@
 
 The MNIST-shaped MLP of the IPU tutorial (batch 32, Dense(128, relu) -> Dense(10)) is
 trained with gradient accumulation 8 (MEAN) for --runs weight updates:
-  pipelined    ipu_keras.pipelining_ops.pipeline, stages on IPUs 0 and 1, Grouped
+  pipelined    ipu_keras.ops.pipelining_ops.pipeline, stages on IPUs 0 and 1, Grouped
   unpipelined  the same micro-batch loop on one IPU (a tf.while_loop accumulating the
                gradients in variables, then one apply_gradients)
 Printed per configuration: host wall time per micro-batch step (after a warm-up run
@@ -24,7 +24,7 @@ def build(pipelined, runs):
     import tensorflow as tf
 
     import ipu_keras as ipu
-    from ipu_keras import pipelining_ops as po
+    from ipu_keras.ops import pipelining_ops as po
 
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = 2 if pipelined else 1

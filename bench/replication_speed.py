@@ -115,7 +115,7 @@ def main():
         throughput = r["samples_per_second"] / base["samples_per_second"]
         print(f"R={r['replicas']} in {r['instances']} process(es): host time per batch "
               f"{host:.2f}x of R=1; simulated throughput {throughput:.2f}x")
-    from ipu_keras.reports import summary
+    from ipu_keras._src.reports import summary
 
     paths = summary.find_reports(os.path.join(reports, f"r{REPLICAS[-1]}"))
     loaded = [summary.load(p) for p in paths]

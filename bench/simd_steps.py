@@ -19,9 +19,9 @@ from host_cores import best_time   # bench/ is the script's directory
 
 def _cases(rng):
     """(step, shape, plain call, replacement, None for bitwise or the tolerance row)."""
-    from ipu_keras.conformance import tolerances as T
-    from ipu_keras.ops import simd
-    from ipu_keras.ops.registry import get_op
+    from ipu_keras._src.conformance import tolerances as T
+    from ipu_keras._src.ops import simd
+    from ipu_keras._src.ops.registry import get_op
 
     conv1 = rng.standard_normal((64, 26, 26, 32)).astype(np.float32)
     conv2 = rng.standard_normal((64, 11, 11, 64)).astype(np.float32)
@@ -50,7 +50,7 @@ def _cases(rng):
 
 
 def main():
-    from ipu_keras.runtime.host_heap import keep_freed_memory
+    from ipu_keras._src.runtime.host_heap import keep_freed_memory
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=50)

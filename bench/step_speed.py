@@ -28,7 +28,8 @@ import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
 import ipu_keras as ipu  # noqa: E402
-from ipu_keras import _executor, demo  # noqa: E402
+from ipu_keras._src.driver import executor as _executor
+from ipu_keras._src import demo  # noqa: E402
 
 STEPS_PER_EXECUTION = (10, 100)
 BATCH_SIZE = 32

@@ -42,8 +42,8 @@ SETTINGS = {
 def _child():
     """Runs the policy items here and prints one JSON line per item."""
     sys.path.insert(0, str(ROOT))
-    from ipu_keras.conformance.catalogue import catalogue
-    from ipu_keras.conformance.runner import run_items
+    from ipu_keras._src.conformance.catalogue import catalogue
+    from ipu_keras._src.conformance.runner import run_items
 
     items = [item for item in catalogue() if item.policy]
     for item, result in run_items(items, workers=1):

@@ -3,24 +3,27 @@
 `import ipu_keras as ipu` stands where `from tensorflow.python import ipu` stood:
 `ipu.config.IPUConfig`, `ipu.ipu_strategy.IPUStrategy`, `ipu.ipu_compiler.compile`,
 `ipu.ipu_infeed_queue`, `ipu.ipu_outfeed_queue`, `ipu.loops`, `ipu.scopes`,
-`ipu.utils`, and the names of older SDKs (`ipu.compat` lists them all). The road
-from a TensorFlow function to the simulator is:
-tracer (TF graph -> IR) -> compiler (passes -> Executable) -> simulator (engine),
-with runtime (feeds, variables) on the host side.
+`ipu.utils`, Graphcore's op modules (`ipu.ops.nn_ops`, also reached as `ipu.nn_ops`, as
+in the SDK), and the names of older SDKs (`ipu.compat` lists them all). These modules
+are the public face: each validates with Graphcore's rules and calls into the machinery
+of `ipu_keras._src` (tracer -> compiler -> simulator, with the runtime on the host side;
+`docs/architecture.md`).
 
-Names are loaded on first use, so that `ipu_keras.ir`, `ops`, `compiler` and
-`simulator` import without TensorFlow.
+Names are loaded on first use, so that the lower layers of `ipu_keras._src` import
+without TensorFlow.
 """
 import importlib
 
 from ipu_keras.version import __version__
 
 _MODULES = (
-    "compat", "config", "cross_replica_ops", "errors", "flags", "gen_ipu_ops",
-    "gradient_accumulation", "ipu_compiler", "keras", "ipu_infeed_queue", "ipu_outfeed_queue",
-    "ipu_strategy", "loops", "nn_ops", "optimizers", "pipelining_ops", "profiling", "rand_ops",
-    "replication_ops", "scopes", "sharding", "utils",
+    "compat", "config", "distributed", "errors", "gradient_accumulation", "ipu_compiler",
+    "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "keras", "loops", "ops",
+    "optimizers", "profiling", "scopes", "sharding", "utils",
 )
+# Graphcore's op modules live in `ipu_keras.ops`; the SDK's `ipu` package named them too.
+_OP_MODULES = ("cross_replica_ops", "gen_ipu_ops", "nn_ops", "pipelining_ops", "rand_ops",
+               "replication_ops")
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
     "IPUInfeedQueue": ("ipu_infeed_queue", "IPUInfeedQueue"),
@@ -30,15 +33,17 @@ _NAMES = {
     "Model": ("keras", "Model"),
     "PipelineStage": ("keras", "PipelineStage"),
     "Sequential": ("keras", "Sequential"),
-    "supported_ops": ("ops", "supported_tf_ops"),
+    "supported_ops": ("_src.ops", "supported_tf_ops"),
 }
 
-__all__ = sorted(("__version__",) + _MODULES + tuple(_NAMES))
+__all__ = sorted(("__version__",) + _MODULES + _OP_MODULES + tuple(_NAMES))
 
 
 def __getattr__(name):
     if name in _MODULES:
         return importlib.import_module(f"ipu_keras.{name}")
+    if name in _OP_MODULES:
+        return importlib.import_module(f"ipu_keras.ops.{name}")
     if name in _NAMES:
         module, attr = _NAMES[name]
         return getattr(importlib.import_module(f"ipu_keras.{module}"), attr)

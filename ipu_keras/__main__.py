@@ -1,6 +1,6 @@
-"""`python -m ipu_keras`: the same as the `ipu-keras` command (see `ipu_keras.cli`)."""
+"""`python -m ipu_keras`: the same as the `ipu-keras` command (see `ipu_keras._src.cli`)."""
 import sys
 
-from ipu_keras.cli import main
+from ipu_keras._src.cli import main
 
 sys.exit(main())

@@ -21,17 +21,17 @@ SDKS = ("2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "3.0", "3.1", "3.2", "3.3", "3
 
 # Every module that declares names; importing them fills the registry.
 DECLARING_MODULES = (
-    "ipu_keras._compat_names",
-    "ipu_keras.gen_ipu_ops",
+    "ipu_keras._src.compat_names",
+    "ipu_keras.ops.gen_ipu_ops",
     "ipu_keras.ipu_strategy",
     "ipu_keras.ipu_infeed_queue",
     "ipu_keras.ipu_outfeed_queue",
-    "ipu_keras.nn_ops",
-    "ipu_keras.rand_ops",
+    "ipu_keras.ops.nn_ops",
+    "ipu_keras.ops.rand_ops",
     "ipu_keras.utils",
     "ipu_keras.keras.layers",
-    "ipu_keras.keras.sdk21",
-    "ipu_keras.keras.sdk20_pipeline",
+    "ipu_keras._src.keras.sdk21",
+    "ipu_keras._src.keras.sdk20_pipeline",
 )
 
 SUPPORTED = "supported"

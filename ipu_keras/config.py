@@ -16,7 +16,7 @@ import numbers
 import threading
 
 from ipu_keras.errors import ConfigurationError
-from ipu_keras.simulator import targets as _targets
+from ipu_keras._src.device import targets as _targets
 
 
 class DeviceConnectionType(str, enum.Enum):

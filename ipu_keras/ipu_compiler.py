@@ -1,8 +1,8 @@
 """`ipu_compiler.compile`: compile a function into one IPU executable and run it."""
 import tensorflow as tf
 
-from ipu_keras import _executor
-from ipu_keras.tf1 import cluster, in_graph_mode
+from ipu_keras._src.driver import executor as _executor
+from ipu_keras._src.tf1 import cluster, in_graph_mode
 
 
 def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name

@@ -14,9 +14,9 @@ import tensorflow as tf
 
 from ipu_keras import compat
 from ipu_keras.errors import FeedError
-from ipu_keras.tf1 import in_graph_mode
-from ipu_keras.tf1.feeds import dequeue_op
-from ipu_keras.tracer import set_outfeed_marker
+from ipu_keras._src.tf1 import in_graph_mode
+from ipu_keras._src.tf1.feeds import dequeue_op
+from ipu_keras._src.tracer import set_outfeed_marker
 
 _ids = itertools.count(1)
 _QUEUES = weakref.WeakValueDictionary()

@@ -10,7 +10,7 @@ import contextlib
 
 import tensorflow as tf
 
-from ipu_keras import _executor
+from ipu_keras._src.driver import executor as _executor
 from ipu_keras import compat
 
 
@@ -77,7 +77,7 @@ class IPUStrategy:
     @contextlib.contextmanager
     def scope(self):
         """Makes this the current strategy: Keras models created inside become IPU models."""
-        from ipu_keras.keras import extension
+        from ipu_keras._src.keras import extension
 
         extension.enter_scope(self)
         try:
@@ -87,7 +87,7 @@ class IPUStrategy:
 
     def _patch_keras_extension(self, instance):
         if self._enable_keras_extensions:
-            from ipu_keras.keras import extension
+            from ipu_keras._src.keras import extension
 
             extension.patch(instance, self)
 

@@ -10,7 +10,7 @@ After every execution (any `runtime.Session` run: `ipu_compiler.compile`,
   number of iterations of that loop's body in this execution (the largest, if the
   main program has several loops); otherwise 1;
 * `total_cycles` and `cycles` (`compute`, `exchange`, `sync`, `host_io`): the
-  compiler's cycle tables times how often each block ran (`simulator/cost.py`
+  compiler's cycle tables times how often each block ran (`device/cost.py`
   documents the model); `seconds` is `total_cycles / clock_hz`;
 * `tile_memory` (bytes per tile, a list) and `max_tile_memory`, `max_tile`;
 * `memory`: the executable's full memory summary (per-category totals and
@@ -27,16 +27,16 @@ Report files (Graphcore's autoReport): `enable_reports(directory)` (or
 `POPLAR_ENGINE_OPTIONS='{"autoReport.all": "true", "autoReport.directory": DIR}'`)
 writes `report.json`, PNG plots and `report.html` for every executable compiled
 afterwards; the execution trace of the last run is written by `write_report()` and
-at exit (`ipu_keras/reports/writer.py` explains why lazily). `disable_reports()`
+at exit (`ipu_keras/_src/reports/writer.py` explains why lazily). `disable_reports()`
 turns the code switch off again.
 """
 import dataclasses
 
 import numpy as np
 
-from ipu_keras.compiler.executable import CYCLE_KINDS
-from ipu_keras.reports import writer as _reports
-from ipu_keras.reports.writer import disable_reports, enable_reports, write_report
+from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.reports import writer as _reports
+from ipu_keras._src.reports.writer import disable_reports, enable_reports, write_report
 
 _last = []
 

@@ -32,7 +32,7 @@ def ipu_scope(device):
         raise ValueError(
             f"ipu_scope expected a device name like '/device:IPU:0'. Received: device={device!r}"
         )
-    from ipu_keras import tf1  # noqa: PLC0415 - TensorFlow only once a scope is entered
+    from ipu_keras._src import tf1  # noqa: PLC0415 - TensorFlow only once a scope is entered
 
     if not tf1.in_graph_mode():
         yield
@@ -84,7 +84,7 @@ def _op_attribute(name, value):
     from tensorflow.core.framework import attr_value_pb2
     from tensorflow.python.framework import ops
 
-    from ipu_keras.tracer import placement
+    from ipu_keras._src.tracer import placement
 
     placement.install()   # gradients of the ops made inside follow them
 

@@ -11,7 +11,7 @@ def enable_sharded_gradient_tape():
 
     Already the behaviour here; calling it again is harmless.
     """
-    from ipu_keras.tracer import placement
+    from ipu_keras._src.tracer import placement
 
     placement.install()
 

@@ -1,9 +1,9 @@
 """Hand-built IR graphs shared by the TensorFlow-free tests of ir, compiler and simulator."""
 import numpy as np
 
-from ipu_keras.ir import FeedSpec, Graph, TensorType, VariableSpec
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import get_target
+from ipu_keras._src.ir import FeedSpec, Graph, TensorType, VariableSpec
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.simulator import get_target
 
 
 def small_target(tiles=16, version="ipu2"):

@@ -1,11 +1,11 @@
-"""The `ipu-keras` command line: `demo`, `ops` and `--version` (ipu_keras/cli.py)."""
+"""The `ipu-keras` command line: `demo`, `ops` and `--version` (ipu_keras/_src/cli.py)."""
 import math
 import re
 
 import pytest
 
 from ipu_keras import __version__
-from ipu_keras.cli import main
+from ipu_keras._src.cli import main
 
 
 def _number(pattern, text):
@@ -55,7 +55,7 @@ def test_demo_reports_device_time_per_execution_and_losses(demo_output):
 
 
 def test_run_demo_returns_the_figures_it_prints():
-    from ipu_keras.demo import run_demo
+    from ipu_keras._src.demo import run_demo
 
     lines = []
     fig = run_demo(steps=4, steps_per_execution=2, out=lines.append)

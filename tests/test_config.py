@@ -307,7 +307,7 @@ def test_spec_is_the_single_source():
 def test_config_flags_and_targets_import_without_tensorflow():
     code = (
         "import sys\n"
-        "import ipu_keras.config, ipu_keras.flags, ipu_keras.simulator.targets\n"
+        "import ipu_keras.config, ipu_keras._src.flags, ipu_keras._src.device.targets\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))\n"
         "assert not bad, bad\n"
     )

@@ -3,7 +3,7 @@ import warnings
 
 import pytest
 
-from ipu_keras import flags
+from ipu_keras._src import flags
 
 
 def _parse_quietly(text):

@@ -213,7 +213,7 @@ import tempfile
 
 from IPython.display import Image, display
 
-from ipu_keras.reports import summary
+from ipu_keras._src.reports import summary
 
 folder = tempfile.mkdtemp(prefix="pipeline_report_")
 ipu.profiling.enable_reports(folder)

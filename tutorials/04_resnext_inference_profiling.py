@@ -203,7 +203,7 @@ assert logits.shape == (BATCHES_PER_STEP, BATCH_SIZE, 1000) and np.isfinite(logi
 # per op. `ipu-keras report DIR` prints the same text.
 
 # %%
-from ipu_keras.reports import summary
+from ipu_keras._src.reports import summary
 
 (path,) = summary.find_reports(report_dir)
 print(summary.summarise(summary.load(path)))

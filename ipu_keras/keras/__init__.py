@@ -4,14 +4,14 @@ the pipelining API (`PipelineStage`, stage assignment records) and SDK 2.0-2.1's
 SDK 3.x `keras.ipu.optimizers`: ALS and gradient accumulation)."""
 from ipu_keras import optimizers
 from ipu_keras.keras import layers
-from ipu_keras.keras.models import Functional, Model, Sequential
-from ipu_keras.keras.pipeline_stage import (
+from ipu_keras._src.keras.models import Functional, Model, Sequential
+from ipu_keras._src.keras.pipeline_stage import (
     FunctionalLayerPipelineStageAssignment, ModelLayerPipelineStageAssignment, PipelineStage,
     SequentialLayerPipelineStageAssignment,
 )
-from ipu_keras.keras.replication import ReplicatedMetricReductionMethod
-from ipu_keras.keras.sdk20_pipeline import PipelineModel, PipelineSequential
-from ipu_keras.keras.trainer import IPUTrainerMixin
+from ipu_keras._src.keras.replication import ReplicatedMetricReductionMethod
+from ipu_keras._src.keras.sdk20_pipeline import PipelineModel, PipelineSequential
+from ipu_keras._src.keras.trainer import IPUTrainerMixin
 
 __all__ = ["Functional", "FunctionalLayerPipelineStageAssignment", "IPUTrainerMixin", "Model",
            "ModelLayerPipelineStageAssignment", "PipelineModel", "PipelineSequential",

@@ -1,26 +1,24 @@
-"""The op registry and every op family. Importing this package registers all ops."""
-from ipu_keras.ops import (  # noqa: F401
-    array, collective, control, conv, ctc, dropout, einsum, image, indexing, linalg, lists, math,
-    nn, norm, pool, random, reduce, rnn, state, transfer,
-)
-from ipu_keras.ops.builder import Builder
-from ipu_keras.ops.registry import (
-    OpDef, Work, all_ops, get_importer, get_op, register_op, supported_tf_ops, tf_import,
-)
+"""Graphcore's IPU op modules, as `tensorflow.python.ipu.ops` had them.
 
+`from ipu_keras.ops import nn_ops, rand_ops, pipelining_ops` stands where
+`from tensorflow.python.ipu.ops import ...` stood; the same modules are reached as
+`ipu.nn_ops`, `ipu.pipelining_ops`, ... (`import ipu_keras as ipu`), as in the SDK.
+Each is a façade over the machinery in `ipu_keras._src`. Modules load on first use: the
+op definitions the simulator runs (`ipu_keras._src.ops`) need no TensorFlow, these do.
+"""
+import importlib
+
+MODULES = ("cross_replica_ops", "gen_ipu_ops", "nn_ops", "pipelining_ops", "rand_ops",
+           "replication_ops")
+
+__all__ = list(MODULES)
 
 
 def __getattr__(name):
-    # Graphcore's `ipu.ops.pipelining_ops` is the API module `ipu_keras.pipelining_ops`, not
-    # an op family: loaded on first use only, so the op layer never imports TensorFlow.
-    if name == "pipelining_ops":
-        import importlib
-
-        return importlib.import_module("ipu_keras.pipelining_ops")
+    if name in MODULES:
+        return importlib.import_module(f"ipu_keras.ops.{name}")
     raise AttributeError(f"module 'ipu_keras.ops' has no attribute '{name}'")
 
 
-__all__ = [
-    "Builder", "OpDef", "Work", "all_ops", "get_importer", "get_op", "register_op",
-    "supported_tf_ops", "tf_import",
-]
+def __dir__():
+    return __all__

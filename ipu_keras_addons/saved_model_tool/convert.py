@@ -25,7 +25,7 @@ import shutil
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from ipu_keras.compiler.executable import Executable
+from ipu_keras._src.device.executable import Executable
 from ipu_keras.errors import OutputExistsError
 from ipu_keras_addons.saved_model_tool import model, placement, rewrite, runner
 

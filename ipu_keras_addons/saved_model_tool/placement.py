@@ -15,10 +15,10 @@ import collections
 import json
 import os
 
-from ipu_keras.compiler.passes.lower import equation_cycles
-from ipu_keras.compiler.passes.planner import PlanOptions
-from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
-from ipu_keras.compiler.pipeline import GRAPH_PASSES
+from ipu_keras._src.compiler.passes.lower import equation_cycles
+from ipu_keras._src.compiler.passes.planner import PlanOptions
+from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras._src.compiler.pipeline import GRAPH_PASSES
 from ipu_keras.errors import ConversionConfigError
 from ipu_keras_addons.saved_model_tool import rewrite
 from ipu_keras_addons.saved_model_tool.params import read_json_file

@@ -2,7 +2,7 @@
 
 Owns the path from a `SignatureGraph` to results: the `IPUConfig` the IPU options
 describe (`--num_ipus`, `--matmul_amp`, `--conv_amp`, `--*_partial_type`), tracing the
-graph with the project's tracer (`ipu_keras.tracer`), compiling it (`compile_for_ipu`),
+graph with the project's tracer (`ipu_keras._src.tracer`), compiling it (`compile_for_ipu`),
 optionally inside an on-device loop of `batch_per_step` micro-batches (the embedded
 runtime's executable), and running executables on the engine with the figures a run
 prints: simulated device time, its split into cycle kinds and the fullest tile.
@@ -13,10 +13,10 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_keras import config as ipu_config
-from ipu_keras._compile import compile_for_ipu
-from ipu_keras.compiler.executable import CYCLE_KINDS
-from ipu_keras.runtime import Session
-from ipu_keras.tracer import trace
+from ipu_keras._src.driver.compile import compile_for_ipu
+from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.runtime import Session
+from ipu_keras._src.tracer import trace
 from ipu_keras_addons.saved_model_tool import model
 
 
@@ -92,7 +92,7 @@ def host_result(outputs):
 def trace_signature(sig, input_shapes, placement=None, batch_per_step=0):
     """The traced IR of `sig` (inputs in sorted key order), looped when batch_per_step > 0.
 
-    The project's tracer (`ipu_keras.tracer.trace`) traces the function that imports the
+    The project's tracer (`ipu_keras._src.tracer.trace`) traces the function that imports the
     graph, node runs made under their placement scopes (`model.importing_body`). With a
     loop, each input gets a leading axis of `batch_per_step` micro-batches and the graph
     runs once per micro-batch inside one on-device loop (`tf.map_fn`).

@@ -14,7 +14,7 @@ import tensorflow as tf
 import ipu_keras as ipu
 from ipu_keras.errors import GradientAccumulationError
 from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod as Method
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 M, BATCH, STEPS = 4, 8, 8
 

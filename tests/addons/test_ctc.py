@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_keras_addons.keras import layers as ipu_layers
-from ipu_keras.conformance import tolerances
+from ipu_keras._src.conformance import tolerances
 
 T, B, C, L = 12, 3, 5, 4
 

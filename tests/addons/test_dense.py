@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 # (input shape, units, factor, dimension): the original's dense_test cases, plus batched.
 CASES = [

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError, AddonsUnsupportedArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 X = np.ones((4, 6, 8), np.float32)
 

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import AddonsArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
 

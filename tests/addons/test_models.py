@@ -6,7 +6,7 @@ import keras
 
 import ipu_keras as ipu
 from ipu_keras_addons.keras import layers as ipu_layers
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import keras
 
 from ipu_keras.errors import AddonsArgumentError, AddonsUnsupportedArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 EPS = 1e-3
 

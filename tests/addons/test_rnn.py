@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError, AddonsUnsupportedArgumentError
 from ipu_keras_addons.keras import layers as ipu_layers
-from ipu_keras.conformance import tolerances
+from ipu_keras._src.conformance import tolerances
 
 B, T, F, U = 3, 5, 4, 6
 
@@ -79,7 +79,7 @@ def test_initial_state_and_unit_forget_bias(x):
 
 
 def test_dropout_mask_is_shared_over_time(monkeypatch):
-    from ipu_keras import rand_ops
+    from ipu_keras.ops import rand_ops
 
     ones = np.ones((B, T, F), np.float32)
     layer = ipu_layers.PopnnGRU(U, dropout=0.5, dropout_seed=[1, 2], kernel_initializer="ones")

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_keras_addons.saved_model_tool import cli, convert, model, params, rewrite, run, runner
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 def _convert(src, dst, *options):
     status = cli.main(["convert", "--dir", src, "--output_dir", str(dst), "--tag_set", "serve",

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from ipu_keras import scopes
 from ipu_keras_addons.saved_model_tool import cli, convert, model, placement, run, runner
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 EMBEDDED = json.dumps({"embedded_runtime_exec_cachedir": "exec", "runtime_api_timeout_us": 5000})
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from tensorflow.python.tools import saved_model_cli as tf_cli
 
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras_addons.saved_model_tool import cli, inputs, run, runner
 
 

@@ -2,7 +2,7 @@
 import pytest
 
 from ipu_keras import compat
-from ipu_keras.runtime import session as session_module
+from ipu_keras._src.runtime import session as session_module
 
 
 @pytest.fixture

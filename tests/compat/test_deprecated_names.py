@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import ipu_keras as ipu
 from ipu_keras import compat
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 DOC = pathlib.Path(__file__).parents[2] / "docs" / "compatibility.md"
 

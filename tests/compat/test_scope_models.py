@@ -7,8 +7,8 @@ import pytest
 
 import ipu_keras as ipu
 from ipu_keras.keras import IPUTrainerMixin
-from ipu_keras.keras import extension
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.keras import extension
+from ipu_keras._src.conformance import tolerances as T
 
 N, BATCH, STEPS_PER_EXECUTION = 64, 16, 2  # 4 steps an epoch: 2 executions of 2 steps
 

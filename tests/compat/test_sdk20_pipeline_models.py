@@ -16,6 +16,7 @@ import pytest
 import ipu_keras as ipu
 from tests.conftest import configured_ipus
 from ipu_keras.errors import PipelineStageAssignmentError
+from ipu_keras._src.keras import sdk20_pipeline
 
 from tests.keras.common import (
     CLASSES, SHAPE, _layers, assert_history_equal, assert_weights_equal, train_val,
@@ -120,7 +121,7 @@ def test_each_class_warns_once(fresh_warnings):
     assert "set_pipeline_stage_assignment" in said[0]
     assert said[1].startswith("`ipu.keras.PipelineModel` is deprecated")
     assert "PipelineStage" in said[1] and "set_pipelining_options" in said[1]
-    assert ipu.keras.PipelineModel is ipu.keras.sdk20_pipeline.PipelineModel
+    assert ipu.keras.PipelineModel is sdk20_pipeline.PipelineModel
 
 
 def _unstaged_model():

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from ipu_keras import config
-from ipu_keras._compile import compile_for_ipu, compile_options
-from ipu_keras.compiler import cache
-from ipu_keras.ir.fingerprint import canonical_text, fingerprint
-from ipu_keras.simulator import Engine
+from ipu_keras._src.driver.compile import compile_for_ipu, compile_options
+from ipu_keras._src.compiler import cache
+from ipu_keras._src.ir.fingerprint import canonical_text, fingerprint
+from ipu_keras._src.simulator import Engine
 from tests.graphs import counting_loop, dense_step, small_target
 
 

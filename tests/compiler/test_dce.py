@@ -1,5 +1,5 @@
-from ipu_keras.compiler.passes.dce import eliminate_dead_code
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.compiler.passes.dce import eliminate_dead_code
+from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import counting_loop
 
 

@@ -6,9 +6,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import Executable, compile_graph
+from ipu_keras._src.compiler import Executable, compile_graph
 from ipu_keras.errors import ExecutableFormatError
-from ipu_keras.simulator import Engine
+from ipu_keras._src.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step, small_target
 
 

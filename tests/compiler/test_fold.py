@@ -1,8 +1,8 @@
 import numpy as np
 
-from ipu_keras.compiler.passes.fold import fold_constants
-from ipu_keras.ir import verify
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.compiler.passes.fold import fold_constants
+from ipu_keras._src.ir import verify
+from ipu_keras._src.ops.builder import Builder, new_input
 
 
 def test_pure_ops_on_constants_become_constants():
@@ -18,7 +18,7 @@ def test_pure_ops_on_constants_become_constants():
 
 
 def test_effects_and_variable_reads_are_not_folded():
-    from ipu_keras.ir import TensorType, VariableSpec
+    from ipu_keras._src.ir import TensorType, VariableSpec
 
     b = Builder()
     w = b.emit("read_var", [], var=0, type=TensorType((), "float32"))

@@ -1,8 +1,8 @@
 import numpy as np
 
-from ipu_keras.compiler.passes.inline import inline_calls
-from ipu_keras.ir import verify
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.compiler.passes.inline import inline_calls
+from ipu_keras._src.ir import verify
+from ipu_keras._src.ops.builder import Builder, new_input
 
 
 def test_calls_are_spliced_in_and_results_renamed():

@@ -3,9 +3,9 @@ import math
 
 import numpy as np
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import cost
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.device import cost
 from tests.graphs import counting_loop, dense_step, small_target
 
 

@@ -1,17 +1,17 @@
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.compiler.passes.memory import (
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.compiler.passes.memory import (
     CATEGORIES, CODE_CATEGORIES, CONTROL_CODE_BYTES_PER_STEP, allow_out_of_memory,
     check_memory, plan_memory,
 )
-from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError
-from ipu_keras.ir import TensorType, VariableSpec
-from ipu_keras.ir.graph import Source
-from ipu_keras.simulator import Engine
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.ir import TensorType, VariableSpec
+from ipu_keras._src.ir.graph import Source
+from ipu_keras._src.simulator import Engine
+from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import counting_loop, dense_step, small_target
 
 

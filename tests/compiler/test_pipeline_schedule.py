@@ -1,7 +1,7 @@
 """The `pipeline` analysis: schedules turn per-stage cycles into boxes and a makespan."""
 import pytest
 
-from ipu_keras.compiler.passes.pipeline import schedule
+from ipu_keras._src.compiler.passes.pipeline import schedule
 
 ROWS = [{"stage": 0, "ipu": 0, "forward": 100, "backward": 200},
         {"stage": 1, "ipu": 1, "forward": 100, "backward": 200}]

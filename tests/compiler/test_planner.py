@@ -4,15 +4,16 @@ import math
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.compiler.passes import planner
-from ipu_keras.compiler.passes.planner import PlanOptions, Problem, choose_plan, problem_of
-from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.compiler.passes import planner
+from ipu_keras._src.compiler.passes.planner import PlanOptions, Problem, choose_plan, problem_of
+from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.errors import ConfigurationError
-from ipu_keras.ir import TensorType, VariableSpec
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.ops.registry import get_op
-from ipu_keras.simulator import cost, get_target
+from ipu_keras._src.ir import TensorType, VariableSpec
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.ops.registry import get_op
+from ipu_keras._src.device import cost
+from ipu_keras._src.device.targets import get_target
 from tests.graphs import small_target
 
 BIG = Problem(1, 1024, 1024, 1024, "float32", 4)

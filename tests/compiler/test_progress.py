@@ -5,10 +5,10 @@ import warnings
 import pytest
 
 from ipu_keras import config
-from ipu_keras._compile import compile_for_ipu
-from ipu_keras._progress import CompileProgress, progress_mode
-from ipu_keras.compiler import compile_graph
-from ipu_keras.compiler.pipeline import PASS_NAMES
+from ipu_keras._src.driver.compile import compile_for_ipu
+from ipu_keras._src.driver.progress import CompileProgress, progress_mode
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.compiler.pipeline import PASS_NAMES
 from tests.graphs import dense_step, small_target
 
 

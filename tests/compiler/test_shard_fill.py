@@ -8,11 +8,11 @@ nothing placed takes a short cut, which must place it as the general fill does.
 """
 import numpy as np
 
-from ipu_keras.compiler.passes import shard as shard_pass
-from ipu_keras.compiler.passes.shard import shard
-from ipu_keras.ir.graph import VariableSpec
-from ipu_keras.ir.types import TensorType
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.compiler.passes import shard as shard_pass
+from ipu_keras._src.compiler.passes.shard import shard
+from ipu_keras._src.ir.graph import VariableSpec
+from ipu_keras._src.ir.types import TensorType
+from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import counting_loop
 
 WEIGHT = TensorType((64, 64), "float32")

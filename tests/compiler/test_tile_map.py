@@ -1,7 +1,7 @@
 import numpy as np
 
-from ipu_keras.compiler.passes.tile_map import GRAIN_BYTES, Mapping, plan_tile_mapping
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.compiler.passes.tile_map import GRAIN_BYTES, Mapping, plan_tile_mapping
+from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import dense_step, small_target
 
 

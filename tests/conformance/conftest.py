@@ -2,7 +2,7 @@
 
 The items are the suite's largest single cost (about three minutes of both cores, most
 of it TensorFlow tracing Keras' steps on both sides). When the session starts running
-tests, the items it selected start in `python -m ipu_keras.conformance --json` (itself
+tests, the items it selected start in `python -m ipu_keras._src.conformance --json` (itself
 `IPU_KERAS_CONFORMANCE_WORKERS` processes, default 2), and their cases move to the end
 of the run: the other tests run meanwhile, and each item's case reads its result from
 the `catalogue_results` fixture, waiting for the process if it has not finished.
@@ -59,7 +59,7 @@ def catalogue_results(request):
 
 
 class CatalogueRun:
-    """`python -m ipu_keras.conformance --json` on `names`, its output in a file."""
+    """`python -m ipu_keras._src.conformance --json` on `names`, its output in a file."""
 
     def __init__(self, names, workers):
         self.names = list(names)
@@ -69,7 +69,7 @@ class CatalogueRun:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [str(package.parent)] + [p for p in [env.get("PYTHONPATH")] if p])
-        command = [sys.executable, "-m", "ipu_keras.conformance", "--json", "-j", str(workers)]
+        command = [sys.executable, "-m", "ipu_keras._src.conformance", "--json", "-j", str(workers)]
         for name in self.names:
             command += ["--name", name]
         self.process = subprocess.Popen(command, stdout=self._out, stderr=self._err, env=env,
@@ -78,7 +78,7 @@ class CatalogueRun:
     def results(self):
         if self._results is None:
             code = self.process.wait()
-            from ipu_keras.conformance.runner import Result
+            from ipu_keras._src.conformance.runner import Result
 
             self._out.seek(0)
             results = [Result(**json.loads(line)) for line in self._out if line.strip()]

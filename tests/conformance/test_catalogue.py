@@ -1,6 +1,6 @@
 """Every catalogue item trains on the simulated IPU as TensorFlow trains it on the CPU.
 
-One case per item of `ipu_keras.conformance.catalogue` (ids are the item names), each
+One case per item of `ipu_keras._src.conformance.catalogue` (ids are the item names), each
 asserting the status "ok" of `run_item`: the same losses, metrics, predictions, final
 weights and optimizer variables within the item's tolerance. The selected items run in
 a process of their own while the rest of the suite runs (`conftest.py`: its
@@ -11,7 +11,7 @@ slow (about three minutes of two cores); the catalogue's coverage checks are not
 import keras
 import pytest
 
-from ipu_keras.conformance.catalogue import catalogue
+from ipu_keras._src.conformance.catalogue import catalogue
 
 ITEMS = {item.name: item for item in catalogue()}
 

@@ -1,18 +1,18 @@
 """docs/supported_ops.md is the text the op registry renders now (TensorFlow-free).
 
 When this fails after adding or changing an importer, regenerate the file with
-`python -m ipu_keras.conformance.docs`.
+`python -m ipu_keras._src.conformance.docs`.
 """
 import subprocess
 import sys
 
 from ipu_keras import supported_ops
-from ipu_keras.conformance import docs
+from ipu_keras._src.conformance import docs
 
 
 def test_committed_file_is_current():
     assert docs.DOCS_PATH.read_text(encoding="utf-8") == docs.render_supported_ops(), (
-        "docs/supported_ops.md is stale: run `python -m ipu_keras.conformance.docs`")
+        "docs/supported_ops.md is stale: run `python -m ipu_keras._src.conformance.docs`")
 
 
 def test_every_supported_op_is_listed_once():
@@ -33,6 +33,6 @@ def test_table_names_the_ops_an_importer_emits():
 
 
 def test_rendering_needs_no_tensorflow():
-    code = ("import sys; from ipu_keras.conformance import docs; docs.render_supported_ops(); "
+    code = ("import sys; from ipu_keras._src.conformance import docs; docs.render_supported_ops(); "
             "assert 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

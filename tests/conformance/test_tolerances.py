@@ -2,7 +2,7 @@
 the conformance runner measures differences against a row as it says (TensorFlow-free).
 
 When the doc test fails after changing a row, regenerate the file with
-`python -m ipu_keras.conformance.docs`.
+`python -m ipu_keras._src.conformance.docs`.
 """
 import pathlib
 import re
@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import docs
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import docs
+from ipu_keras._src.conformance import tolerances as T
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # A tolerance written as a number where a comparison is made, instead of a named row.
@@ -26,7 +26,7 @@ NOT_YET_ON_ROWS = set()
 
 def test_committed_file_is_current():
     assert docs.TOLERANCES_PATH.read_text(encoding="utf-8") == T.render(), (
-        "docs/tolerances.md is stale: run `python -m ipu_keras.conformance.docs`")
+        "docs/tolerances.md is stale: run `python -m ipu_keras._src.conformance.docs`")
 
 
 def test_rows_are_named_once_and_explained():
@@ -54,13 +54,13 @@ def test_comparisons_name_a_row():
                 continue
             lines = path.read_text(encoding="utf-8").splitlines()
             found += [f"{name}:{i + 1}" for i, line in enumerate(lines) if LITERAL.search(line)]
-    assert not found, f"use a row of ipu_keras.conformance.tolerances at {found}"
+    assert not found, f"use a row of ipu_keras._src.conformance.tolerances at {found}"
 
 
 def test_mixed_precision_items_use_float16_rows():
     """An item with a policy compares with its float32 twin within a float16 row; only the
     overflow item, which float32 cannot show, compares with TensorFlow's float16 run."""
-    from ipu_keras.conformance.catalogue import catalogue
+    from ipu_keras._src.conformance.catalogue import catalogue
 
     for item in catalogue():
         assert item.tolerance.name.startswith("mixed_float16") == bool(item.policy), item.name
@@ -78,7 +78,7 @@ def test_float16_rows_count_roundings():
 
 
 def test_runner_ratio_is_relative_to_the_largest_magnitude():
-    from ipu_keras.conformance.runner import _ratio
+    from ipu_keras._src.conformance.runner import _ratio
 
     row = T.Tolerance("test", 1e-3, 1e-4, "")
     expected = np.array([10.0, 0.01])
@@ -92,6 +92,6 @@ def test_runner_ratio_is_relative_to_the_largest_magnitude():
 
 
 def test_table_needs_no_tensorflow():
-    code = ("import sys; from ipu_keras.conformance import tolerances; tolerances.render(); "
+    code = ("import sys; from ipu_keras._src.conformance import tolerances; tolerances.render(); "
             "assert 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

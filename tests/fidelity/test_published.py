@@ -4,7 +4,7 @@ Each case builds a workload ipu_keras can express, runs it on the simulated Mk2
 ("ipu2": GC200, 1472 tiles, 1.33 GHz) and compares the simulated cycles with a published
 figure converted to cycles on one Mk2 IPU. The cost model is never tuned to these
 figures (IPU_REFERENCE.md): it derives from the machine and from Graphcore's published
-codelet estimates (`simulator/cost.py`); this file only measures how close that gets.
+codelet estimates (`device/cost.py`); this file only measures how close that gets.
 `CASES` is the table; `run_case` measures one; `bench/fidelity.py` prints the table.
 
 Sources (commit-pinned):

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.config import reset_ipu_configuration
 from ipu_keras.errors import IPUError
 from tests.fuzz import strategies  # noqa: F401 (registers every fuzz op for `build`)

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ipu_keras.compiler import Executable
-from ipu_keras.compiler.cache import SUFFIX
+from ipu_keras._src.compiler import Executable
+from ipu_keras._src.compiler.cache import SUFFIX
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

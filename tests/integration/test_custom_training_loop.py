@@ -2,7 +2,7 @@
 
 MNIST-shaped data (synthetic when the real set cannot be downloaded), a plain
 keras.Sequential MLP trained with SGD in a `tf.range` loop of 10 steps per execution,
-losses sent through an outfeed: the loop of `ipu_keras.demo`, which is the tutorial's.
+losses sent through an outfeed: the loop of `ipu_keras._src.demo`, which is the tutorial's.
 The same loop runs in TensorFlow on the CPU from the same initial weights; losses and
 final weights must agree within the float32 row of the tolerance table.
 """
@@ -12,8 +12,8 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.demo import load_data, make_dataset, make_model, make_training_loop
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.demo import load_data, make_dataset, make_model, make_training_loop
 from ipu_keras.errors import InfeedExhaustedError
 
 STEPS_PER_EXECUTION = 10

@@ -9,10 +9,10 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
-from ipu_keras import _executor
+from ipu_keras._src.driver import executor as _executor
 from ipu_keras.config import reset_ipu_configuration
-from ipu_keras.demo import make_dataset, make_model, make_training_loop
-from ipu_keras.simulator.strict import StrictEngine
+from ipu_keras._src.demo import make_dataset, make_model, make_training_loop
+from ipu_keras._src.simulator.strict import StrictEngine
 
 TILES = 8
 

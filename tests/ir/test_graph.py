@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from ipu_keras.errors import CompilationError
-from ipu_keras.ir import Equation, Graph, TensorType, Value, verify
-from ipu_keras.ops.builder import Builder, new_input
+from ipu_keras._src.ir import Equation, Graph, TensorType, Value, verify
+from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import counting_loop, dense_step
 
 

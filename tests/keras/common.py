@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 SHAPE = (8, 8, 1)
 CLASSES = 10

@@ -14,7 +14,7 @@ import keras
 
 import ipu_keras as ipu
 from ipu_keras.errors import AccumulationStepsError
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 from tests.keras.common import (
     assert_history_equal, assert_logs_equal, assert_weights_equal, build_pair, train_val,

@@ -10,9 +10,9 @@ import warnings
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import FeedError
-from ipu_keras.keras import boundary
+from ipu_keras._src.keras import boundary
 
 from tests.keras.common import (
     BATCH, assert_history_equal, assert_weights_equal, build_pair, dataset, train_val,
@@ -81,7 +81,7 @@ def test_a_feed_error_in_a_later_execution_keeps_the_completed_ones():
 def test_batches_are_pulled_in_the_element_structure(element):
     import tensorflow as tf
 
-    from ipu_keras.keras.device_function import _fast_pull
+    from ipu_keras._src.keras.device_function import _fast_pull
 
     x, y = np.arange(12, dtype=np.float32).reshape(6, 2), np.arange(6, dtype=np.int32)
     ds = tf.data.Dataset.from_tensor_slices(element(x, y)).batch(2)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import keras
 
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from tests.keras.common import (
     BATCH, Recorder, assert_events_equal, assert_history_equal, assert_weights_equal,
     build, build_pair, compile_model, train_val,

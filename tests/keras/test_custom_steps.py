@@ -11,7 +11,7 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 from tests.keras.common import (
     BATCH, SHAPE, Recorder, assert_events_equal, assert_history_equal, assert_logs_equal,

@@ -12,9 +12,9 @@ import tensorflow as tf
 import keras
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import FeedError, UnsupportedOpError
-from ipu_keras.keras import program as program_module
+from ipu_keras._src.keras import program as program_module
 from tests.conftest import interrupt_on_call
 
 from tests.keras.common import (

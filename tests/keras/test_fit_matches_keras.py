@@ -13,7 +13,7 @@ import pytest
 import keras
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 from tests.keras.common import (
     BATCH, FORMS, OPTIMIZERS, assert_history_equal, assert_logs_equal,

@@ -14,9 +14,9 @@ import pytest
 
 import ipu_keras as ipu
 from ipu_keras import profiling
-from ipu_keras.keras.trainer import _last_program
-from ipu_keras.reports import summary
-from ipu_keras.simulator import cost as cost_model
+from ipu_keras._src.keras.trainer import _last_program
+from ipu_keras._src.reports import summary
+from ipu_keras._src.device import cost as cost_model
 
 G, MICRO, STEPS = 4, 8, 8
 

@@ -16,7 +16,7 @@ import ipu_keras as ipu
 from tests.conftest import configured_ipus
 from ipu_keras import scopes
 from ipu_keras.errors import AccumulationStepsError, PipelineStageAssignmentError
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 from tests.keras.common import (
     CLASSES, SHAPE, _layers, assert_history_equal, assert_logs_equal, assert_weights_equal,

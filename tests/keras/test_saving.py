@@ -9,7 +9,7 @@ import pytest
 import keras
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 from tests.keras.common import (
     BATCH, FORMS, assert_weights_equal, build, compile_model, train_val,

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 import ipu_keras as ipu
 from tests.conftest import configured_ipus
-from ipu_keras import _executor
-from ipu_keras import pipelining_ops as po
+from ipu_keras._src.driver import executor as _executor
+from ipu_keras.ops import pipelining_ops as po
 from ipu_keras.errors import PipelineError
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 G, RUNS, BATCH = 8, 2, 4
 RNG = np.random.default_rng(0)
@@ -216,7 +216,7 @@ def test_report_of_a_two_ipu_pipeline_shows_ipus_and_the_timeline(tmp_path):
     import os
 
     from ipu_keras import profiling
-    from ipu_keras.reports import summary
+    from ipu_keras._src.reports import summary
 
     profiling.enable_reports(tmp_path)
     try:

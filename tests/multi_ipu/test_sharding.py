@@ -11,13 +11,13 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
-from ipu_keras import _executor
-from ipu_keras.compiler import compile_graph
-from ipu_keras.compiler.passes.shard import num_shards, shard
+from ipu_keras._src.driver import executor as _executor
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.compiler.passes.shard import num_shards, shard
 from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError, ShardingError
-from ipu_keras.simulator import get_target
-from ipu_keras.tracer.trace import trace
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.simulator import get_target
+from ipu_keras._src.tracer.trace import trace
+from ipu_keras._src.conformance import tolerances as T
 
 F32 = np.float32
 

@@ -5,7 +5,7 @@ produces it (under `tf.GradientTape` for gradient ops) and its inputs. `check_ca
 runs the function eagerly in TensorFlow and compiled on the simulated IPU through
 `ipu_keras.ipu_compiler.compile`, and compares: exactly for integer and bool
 results, within the case's tolerance for floats (a row of
-`ipu_keras.conformance.tolerances`, FLOAT32 unless the case names another). It also
+`ipu_keras._src.conformance.tolerances`, FLOAT32 unless the case names another). It also
 proves the traced graph really contains the named op, so a record cannot silently test
 something else. The input makers (`f32`, `positive`, `i32`, `boolean`) draw from a generator
 per test module, seeded by its name: a module's data does not depend on which modules
@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances
+from ipu_keras._src.conformance import tolerances
 
 
 @dataclasses.dataclass

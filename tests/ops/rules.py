@@ -8,9 +8,9 @@ results with the equations it added.
 """
 import numpy as np
 
-from ipu_keras.ir.types import TensorType
-from ipu_keras.ops.builder import Builder
-from ipu_keras.ops.registry import MAPPINGS, get_importer, get_op
+from ipu_keras._src.ir.types import TensorType
+from ipu_keras._src.ops.builder import Builder
+from ipu_keras._src.ops.registry import MAPPINGS, get_importer, get_op
 
 
 def every_op_is_sampled(ir_ops, samples):

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.ops import array, indexing
+from ipu_keras._src.ops import array, indexing
 from tests.ops.harness import boolean, case, check_case, f32, grad, i32, op_types
 
 raw = tf.raw_ops

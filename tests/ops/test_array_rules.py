@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from ipu_keras.errors import IndexOutOfRangeError
-from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import all_ops, get_importer, get_op
-from ipu_keras.ops import array as array_ops
-from ipu_keras.ops import indexing
-from ipu_keras.ops.builder import Builder
-from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS
+from ipu_keras._src.ir.types import TensorType, type_of
+from ipu_keras._src.ops import all_ops, get_importer, get_op
+from ipu_keras._src.ops import array as array_ops
+from ipu_keras._src.ops import indexing
+from ipu_keras._src.ops.builder import Builder
+from ipu_keras._src.ops.registry import MAPPINGS, WORK_KINDS
 from tests.ops.rules import FakeNode
 
 MODULES = (array_ops, indexing)

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import conv
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import conv
 from tests.ops.harness import case as harness_case
 from tests.ops.harness import check_case, f32, grad
 

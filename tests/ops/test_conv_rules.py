@@ -13,10 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import conv, get_importer, get_op, norm, pool
-from ipu_keras.ops.registry import WORK_KINDS, Work
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ir.types import TensorType, type_of
+from ipu_keras._src.ops import conv, get_importer, get_op, norm, pool
+from ipu_keras._src.ops.registry import WORK_KINDS, Work
 from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
@@ -370,6 +370,6 @@ def test_every_tf_type_has_an_importer():
 
 
 def test_ops_import_without_tensorflow():
-    code = "import sys, ipu_keras.ops.conv, ipu_keras.ops.pool, ipu_keras.ops.norm; " \
+    code = "import sys, ipu_keras._src.ops.conv, ipu_keras._src.ops.pool, ipu_keras._src.ops.norm; " \
            "assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

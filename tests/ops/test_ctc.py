@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_keras import nn_ops
-from ipu_keras.conformance import tolerances as T
+from ipu_keras.ops import nn_ops
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import AddonsArgumentError
-from ipu_keras.tracer import trace
+from ipu_keras._src.tracer import trace
 from tests.ops.harness import case, check_case, f32, grad
 
 STEPS, BATCH, CLASSES = 12, 3, 5
@@ -134,7 +134,7 @@ def test_more_paths_than_the_beam_is_refused():
 @pytest.mark.slow
 def test_the_beam_search_kernel_equals_tensorflow_on_random_problems():
     """The kernel alone (no compile) on 200 random shapes, beams, blanks and lengths."""
-    from ipu_keras.ops.ctc import _beam_kernel
+    from ipu_keras._src.ops.ctc import _beam_kernel
 
     rng = np.random.default_rng(11)
     compared = 0

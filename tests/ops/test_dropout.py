@@ -1,6 +1,6 @@
 """The 'dropout' op family (PopLibs' dropout) against TensorFlow on the CPU, bit for bit.
 
-`ipu_keras.rand_ops.dropout` is a call marked "IpuDropout" whose body TensorFlow runs on
+`ipu_keras.ops.rand_ops.dropout` is a call marked "IpuDropout" whose body TensorFlow runs on
 the CPU; the simulator runs the one `dropout` op instead, forward and backward (the
 backward regenerates the mask from the seed). Then: the IR holds that op and no random
 tensor, the mask is not live between the passes of a Keras model (against `ref=False`,
@@ -12,10 +12,10 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras import rand_ops
-from ipu_keras.conformance import tolerances as T
+from ipu_keras.ops import rand_ops
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import AddonsArgumentError
-from ipu_keras.tracer import trace
+from ipu_keras._src.tracer import trace
 from ipu_keras_addons.keras import layers as ipu_layers
 from tests.ops.harness import case, check_case, f32, grad
 
@@ -68,7 +68,7 @@ def _liveness_after_forward(ref):
     rng = np.random.default_rng(0)
     x, y = rng.random((32, 64), np.float32), rng.random((32, 4), np.float32)
     loss = model.fit(x, y, batch_size=32, verbose=0).history["loss"]
-    from ipu_keras.reports.document import liveness_section
+    from ipu_keras._src.reports.document import liveness_section
 
     steps = liveness_section(model.train_function.last_program.executable)["loop"]["steps"]
     first = next(s for s in steps if s["label"] == "matmul (after)")

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import einsum
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import einsum
 from tests.ops.harness import case, check_case, f32, grad
 
 

@@ -2,8 +2,8 @@
 import pytest
 import tensorflow as tf
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import image
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import image
 from tests.ops.harness import case, check_case, f32, grad, i32
 
 raw = tf.raw_ops

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_keras.ops import linalg
+from ipu_keras._src.ops import linalg
 from tests.ops.harness import case, check_case, f32, grad, i32
 
 raw = tf.raw_ops

@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ir.types import type_of
-from ipu_keras.ops import get_op, image, linalg
-from ipu_keras.ops.registry import WORK_KINDS, Work
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ir.types import type_of
+from ipu_keras._src.ops import get_op, image, linalg
+from ipu_keras._src.ops.registry import WORK_KINDS, Work
 from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)

@@ -2,7 +2,7 @@
 
 RNN gradients (`test_rnn_gradients`) take the gradient loop's list shapes from
 forward-loop accumulators of constants, which the tracer's facts make static
-(`ipu_keras.tracer.facts`; more cases in tests/tracer).
+(`ipu_keras._src.tracer.facts`; more cases in tests/tracer).
 """
 import keras
 import numpy as np
@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import lists
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import lists
 from tests.ops.harness import case, check_case, f32
 
 raw = tf.raw_ops

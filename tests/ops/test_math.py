@@ -1,10 +1,10 @@
-"""The elementwise math family (`ipu_keras/ops/math.py`) against TensorFlow on the CPU."""
+"""The elementwise math family (`ipu_keras/_src/ops/math.py`) against TensorFlow on the CPU."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import math as math_ops
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import math as math_ops
 from tests.ops.harness import boolean, case, check_case, f32, grad, i32, positive
 
 R = tf.raw_ops

@@ -1,14 +1,14 @@
-"""Rules and kernels of `ipu_keras/ops/math.py` against plain numpy and Python; no TensorFlow."""
+"""Rules and kernels of `ipu_keras/_src/ops/math.py` against plain numpy and Python; no TensorFlow."""
 import math
 
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import all_ops, cores, get_importer, get_op
-from ipu_keras.ops import math as math_ops
-from ipu_keras.ops.registry import WORK_KINDS
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ir.types import TensorType, type_of
+from ipu_keras._src.ops import all_ops, cores, get_importer, get_op
+from ipu_keras._src.ops import math as math_ops
+from ipu_keras._src.ops.registry import WORK_KINDS
 from tests.ops.rules import FakeNode, zeros_of
 
 F = np.array([[-2.5, -0.5, 0.0], [0.5, 1.5, 3.0]], np.float32)

@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import cores, get_importer, get_op, nn, reduce
-from ipu_keras.ops.registry import WORK_KINDS, Work
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ir.types import TensorType, type_of
+from ipu_keras._src.ops import cores, get_importer, get_op, nn, reduce
+from ipu_keras._src.ops.registry import WORK_KINDS, Work
 from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
@@ -211,7 +211,7 @@ def test_every_tf_type_has_an_importer():
 
 
 def test_ops_import_without_tensorflow():
-    code = "import sys, ipu_keras.ops; assert 'tensorflow' not in sys.modules"
+    code = "import sys, ipu_keras._src.ops; assert 'tensorflow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

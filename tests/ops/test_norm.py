@@ -2,8 +2,8 @@
 import pytest
 import tensorflow as tf
 
-from ipu_keras.conformance.tolerances import FLOAT32_BATCH_NORM_GRAD_24 as GRAD_SUM
-from ipu_keras.ops import norm
+from ipu_keras._src.conformance.tolerances import FLOAT32_BATCH_NORM_GRAD_24 as GRAD_SUM
+from ipu_keras._src.ops import norm
 from tests.ops.harness import case, check_case, f32, grad, positive
 
 raw = tf.raw_ops

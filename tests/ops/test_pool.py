@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_keras.ops import pool
+from ipu_keras._src.ops import pool
 from tests.ops.harness import case, check_case, f32, grad, i32
 
 raw = tf.raw_ops
@@ -108,7 +108,7 @@ def test_every_tf_type_has_a_case():
 
 
 def _max_pool_grad_equations(fn, *specs):
-    from ipu_keras.tracer.trace import trace
+    from ipu_keras._src.tracer.trace import trace
 
     traced = trace(tf.function(fn), [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in specs])
     return [e for e in traced.graph.walk() if e.op == "max_pool_grad"]
@@ -170,7 +170,7 @@ def test_the_max_pool_relu_gradient_pair_gives_the_bits_of_its_two_steps(
         shape, ksize, strides, padding, ties, nan, dtype, y_is_max):
     """The ReLU's mask applied to the pooled gradient where windows are tiled and hold no
     NaN; the two steps in turn elsewhere."""
-    from ipu_keras.ops import cores, nn
+    from ipu_keras._src.ops import cores, nn
 
     x = _relu_output(*shape).astype(dtype)
     if nan:

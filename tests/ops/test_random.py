@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import random
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import random
 from tests.ops.harness import case, check_case
 
 raw = tf.raw_ops

@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ir.types import TensorType, type_of
-from ipu_keras.ops import einsum, get_op, lists, random
-from ipu_keras.ops.registry import MAPPINGS, WORK_KINDS, Work
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ir.types import TensorType, type_of
+from ipu_keras._src.ops import einsum, get_op, lists, random
+from ipu_keras._src.ops.registry import MAPPINGS, WORK_KINDS, Work
 
 KEY = np.array([0x0123456789ABCDEF], np.uint64)
 COUNTER = np.array([2**64 - 3, 77], np.uint64)
@@ -123,7 +123,7 @@ def test_rules_reject_bad_operands():
 
 
 def test_families_import_without_tensorflow():
-    code = ("import sys, ipu_keras.ops.random, ipu_keras.ops.lists, ipu_keras.ops.einsum; "
+    code = ("import sys, ipu_keras._src.ops.random, ipu_keras._src.ops.lists, ipu_keras._src.ops.einsum; "
             "assert 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

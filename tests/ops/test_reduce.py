@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.ops import reduce
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.ops import reduce
 from tests.ops.harness import boolean, case, check_case, f32, grad, i32, positive
 
 raw = tf.raw_ops

@@ -4,8 +4,8 @@ TensorFlow-free: it checks the registry itself, whatever family an op lives in.
 """
 import inspect
 
-import ipu_keras.ops  # noqa: F401  (registers every family)
-from ipu_keras.ops import registry
+import ipu_keras._src.ops  # noqa: F401  (registers every family)
+from ipu_keras._src.ops import registry
 
 
 def test_every_op_has_every_rule():
@@ -16,7 +16,7 @@ def test_every_op_has_every_rule():
         assert callable(opdef.cost), f"{name}: no cost rule"
         assert opdef.mapping in registry.MAPPINGS, f"{name}: mapping {opdef.mapping!r}"
         assert opdef.engine or callable(opdef.kernel), f"{name}: no kernel"
-        assert opdef.module.startswith("ipu_keras.ops."), f"{name}: registered from {opdef.module}"
+        assert opdef.module.startswith("ipu_keras._src.ops."), f"{name}: registered from {opdef.module}"
 
 
 def test_engine_ops_are_exactly_the_state_control_and_collective_ops():

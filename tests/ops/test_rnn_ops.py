@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.tracer import trace
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.tracer import trace
 from ipu_keras_addons.keras import layers as ipu_layers
 from tests.ops.harness import case, check_case, f32
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ipu_keras.ops import simd
+from ipu_keras._src.ops import simd
 
 SPECIAL = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -1e-40, 7.0, -7.0])
 # Sizes below the fast path, a whole number of rows, and rows plus a tail.

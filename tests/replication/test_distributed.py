@@ -17,7 +17,7 @@ import mpi4py  # noqa: F401 - the test extra installs it (and MPICH): the run ne
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "replication" / "distributed_train.py"
@@ -52,7 +52,7 @@ def test_two_processes_of_two_replicas_train_as_one_process_of_four(tmp_path):
 
 
 def test_run_refuses_replicas_the_instances_cannot_share(capsys):
-    from ipu_keras import cli
+    from ipu_keras._src import cli
 
     with pytest.raises(SystemExit):
         cli.main(["run", "--num-instances", "3", "--num-replicas", "4", "--", "python", "x"])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import ReplicationError
 
 B, STEPS, LR = 8, 8, 0.05

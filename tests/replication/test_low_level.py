@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import FeedError, ReplicationError
 
 F32 = np.float32

@@ -1,4 +1,4 @@
-"""Report files (ipu_keras/reports): report.json, PNGs, report.html, tensor map, summary."""
+"""Report files (ipu_keras/_src/reports): report.json, PNGs, report.html, tensor map, summary."""
 import json
 import os
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from ipu_keras import config, profiling
-from ipu_keras._compile import compile_for_ipu
-from ipu_keras.cli import main
+from ipu_keras._src.driver.compile import compile_for_ipu
+from ipu_keras._src.cli import main
 from ipu_keras.errors import OutOfTileMemoryError
-from ipu_keras.reports import summary, writer
-from ipu_keras.simulator import Engine
+from ipu_keras._src.reports import summary, writer
+from ipu_keras._src.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step
 
 
@@ -105,7 +105,7 @@ def test_a_model_that_does_not_fit_still_gets_a_report(tmp_path):
     profiling.enable_reports(tmp_path)
     cfg = _cfg(tiles=1)
     cfg.ipu_model.version = "ipu1"
-    from ipu_keras.ops.builder import Builder, new_input
+    from ipu_keras._src.ops.builder import Builder, new_input
 
     b = Builder()
     x = new_input((300, 300), "float32", "x")

@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras as ipu
-from ipu_keras import _executor
+from ipu_keras._src.driver import executor as _executor
 from ipu_keras.errors import FeedError
-from ipu_keras.runtime import feeds
+from ipu_keras._src.runtime import feeds
 from tests.conftest import interrupt_on_call
 
 STEPS = 4

@@ -12,10 +12,10 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances
-from ipu_keras.ops import cores
-from ipu_keras.ops.registry import get_op
-from ipu_keras.runtime import host_heap, infeed_dataset
+from ipu_keras._src.conformance import tolerances
+from ipu_keras._src.ops import cores
+from ipu_keras._src.ops.registry import get_op
+from ipu_keras._src.runtime import host_heap, infeed_dataset
 
 
 def _slab_sizes(length):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ipu_keras.runtime.variables import HostVariables
+from ipu_keras._src.runtime.variables import HostVariables
 
 
 class _Wrapped:

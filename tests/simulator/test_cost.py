@@ -4,9 +4,10 @@ import math
 
 import numpy as np
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import cost, get_target
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.device import cost
+from ipu_keras._src.device.targets import get_target
 from tests.graphs import small_target
 
 OVERHEAD = cost.VERTEX_OVERHEAD_CYCLES

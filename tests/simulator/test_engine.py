@@ -4,12 +4,12 @@ import weakref
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.compiler import compile_graph
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.compiler import compile_graph
 from ipu_keras.errors import FloatingPointTrapError
-from ipu_keras.ir.graph import Source
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import Engine
+from ipu_keras._src.ir.graph import Source
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step, dense_step_reference, small_target
 
 

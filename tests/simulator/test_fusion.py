@@ -9,10 +9,10 @@ chain: consecutive single-output rowwise exec steps, more dying in it than hande
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.ops import cores
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import Engine, fusion
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.ops import cores
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.simulator import Engine, fusion
 from tests.graphs import small_target
 
 ROWS, COLS = 64, 4096   # 256K outputs: fusion.MIN_ELEMENTS

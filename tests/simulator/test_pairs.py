@@ -9,9 +9,9 @@ else than the first's operands; the pair's kernel is checked bit for bit in
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import Engine, pairs
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.simulator import Engine, pairs
 from tests.graphs import small_target
 
 SHAPE = (4, 8, 8, 3)

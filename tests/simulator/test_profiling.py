@@ -2,8 +2,8 @@
 import numpy as np
 
 from ipu_keras import profiling
-from ipu_keras.compiler import compile_graph
-from ipu_keras.simulator import Engine
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step, small_target
 
 

@@ -9,10 +9,10 @@ reading the first's output.
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.ops import cores
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import Engine, siblings
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.ops import cores
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.simulator import Engine, siblings
 from tests.graphs import small_target
 
 CONV = {"strides": (1, 1), "dilations": (1, 1), "padding": ((1, 1), (1, 1))}

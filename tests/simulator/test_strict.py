@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
+from ipu_keras._src.compiler import compile_graph
 from ipu_keras.errors import ConfigurationError, StrictModeMismatch
-from ipu_keras.ir import TensorType, VariableSpec
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import Engine, tile_rules
-from ipu_keras.simulator.strict import StrictEngine
+from ipu_keras._src.ir import TensorType, VariableSpec
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.simulator import Engine, tile_rules
+from ipu_keras._src.simulator.strict import StrictEngine
 from tests.graphs import ListStreams, counting_loop, dense_step, row_ops, small_target
 
 TILES = (4, 7, 16)

@@ -22,13 +22,13 @@ single-stage measurement only from below: strict mode does not replay trees.
 import numpy as np
 import pytest
 
-from ipu_keras.compiler import compile_graph
-from ipu_keras.compiler.passes import traffic
-from ipu_keras.compiler.passes.tile_map import plan_tile_mapping
-from ipu_keras.ops.registry import get_op
-from ipu_keras.ops.builder import Builder, new_input
-from ipu_keras.simulator import cost
-from ipu_keras.simulator.strict import StrictEngine
+from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.compiler.passes import traffic
+from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras._src.ops.registry import get_op
+from ipu_keras._src.ops.builder import Builder, new_input
+from ipu_keras._src.device import cost
+from ipu_keras._src.simulator.strict import StrictEngine
 from tests.graphs import row_ops, small_target
 
 TILES = (4, 8, 16)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ipu_keras.errors import ConfigurationError
-from ipu_keras.simulator import targets
-from ipu_keras.simulator.targets import Target, get_target
+from ipu_keras._src.device import targets
+from ipu_keras._src.device.targets import Target, get_target
 
 # IPU_REFERENCE.md section 1: (tiles, bytes per tile, clock, bank bytes).
 PUBLISHED = {

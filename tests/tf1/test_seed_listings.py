@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,4 +1,4 @@
-"""Compile-time facts through TensorLists and while loops (`ipu_keras.tracer.facts`).
+"""Compile-time facts through TensorLists and while loops (`ipu_keras._src.tracer.facts`).
 
 Each function runs in TensorFlow and compiled on the simulated IPU; results must agree.
 The shapes in these loops are operands computed inside loop bodies, which TensorFlow
@@ -9,12 +9,12 @@ import pytest
 import tensorflow as tf
 
 import ipu_keras
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import StaticShapeRequiredError
-from ipu_keras.ir.graph import Graph, Value
-from ipu_keras.ir.types import TensorType
-from ipu_keras.tracer import facts as F
-from ipu_keras.tracer import importer
+from ipu_keras._src.ir.graph import Graph, Value
+from ipu_keras._src.ir.types import TensorType
+from ipu_keras._src.tracer import facts as F
+from ipu_keras._src.tracer import importer
 
 raw = tf.raw_ops
 N = 4

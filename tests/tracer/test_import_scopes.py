@@ -3,8 +3,8 @@ import numpy as np
 import keras
 import tensorflow as tf
 
-from ipu_keras.conformance import tolerances as T
-from ipu_keras.tracer import trace
+from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.tracer import trace
 
 
 def _layers_by_op(graph, ops):

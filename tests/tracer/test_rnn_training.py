@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ipu_keras as ipu
-from ipu_keras.conformance import tolerances as T
+from ipu_keras._src.conformance import tolerances as T
 
 L = keras.layers
 BATCH, STEPS, FEATURES = 4, 5, 3

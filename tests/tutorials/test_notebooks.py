@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from ipu_keras import cli
+from ipu_keras._src import cli
 from tutorials import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

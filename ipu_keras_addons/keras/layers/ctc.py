@@ -9,7 +9,7 @@ inference layers run the CTC beam search op (TensorFlow's decoder's numbers).
 import keras
 import tensorflow as tf
 
-from ipu_keras import nn_ops
+from ipu_keras.ops import nn_ops
 from ipu_keras_addons.keras.layers.ipu_layer import serializable
 
 

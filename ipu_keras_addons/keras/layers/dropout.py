@@ -3,7 +3,7 @@
 With `seed=[a, b]` the mask comes from a stateless generator keyed by that pair, so every
 call draws the same mask. Without a seed each call draws a fresh seed from the layer's
 seed generator. With `ref=True` (the default) the layer is PopLibs' dropout op
-(`ipu_keras.rand_ops`, `ops/dropout.py`), which regenerates its mask from the seed in
+(`ipu_keras.ops.rand_ops`, `ops/dropout.py`), which regenerates its mask from the seed in
 the backward pass instead of storing it; `ref=False` builds the same numbers from plain
 TensorFlow ops, whose mask stays live until the backward pass.
 """
@@ -11,8 +11,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ipu_keras import rand_ops
-from ipu_keras.ops import dropout as dropout_op
+from ipu_keras.ops import rand_ops
+from ipu_keras._src.ops import dropout as dropout_op
 from ipu_keras_addons.keras.layers.ipu_layer import argument_error, serializable
 
 

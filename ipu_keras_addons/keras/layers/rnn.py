@@ -3,7 +3,7 @@
 Weights are Keras' (`kernel` [in, g*u], `recurrent_kernel` [u, g*u], `biases`) with Keras'
 gate order (LSTM i, f, c, o; GRU z, r, h), so weights copy across from
 `keras.layers.LSTM` / `keras.layers.GRU` and give the same numbers. The whole recurrence
-is one IPU op, forward and backward (`ipu_keras/ops/rnn.py`): a call marked
+is one IPU op, forward and backward (`ipu_keras/_src/ops/rnn.py`): a call marked
 "PopnnLSTMLayer" / "PopnnGRULayer" whose body, which TensorFlow runs on the CPU, is the
 input projection of all timesteps as one matmul and a loop over time. Dropout applies
 to the inputs only, with one mask shared by every timestep.
@@ -12,8 +12,8 @@ import keras
 import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError
-from ipu_keras import rand_ops
-from ipu_keras.tracer.marked import marked_with_gradient
+from ipu_keras.ops import rand_ops
+from ipu_keras._src.tracer.marked import marked_with_gradient
 from ipu_keras_addons.keras.layers.dropout import seed_tensor
 from ipu_keras_addons.keras.layers.ipu_layer import IPULayer, serializable
 

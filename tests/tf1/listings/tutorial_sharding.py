@@ -4,7 +4,7 @@ import numpy as np
 
 import ipu_keras as ipu
 from ipu_keras.scopes import ipu_scope
-from ipu_keras import gen_ipu_ops
+from ipu_keras.ops import gen_ipu_ops
 import tensorflow.compat.v1 as tf
 
 

@@ -1,0 +1,186 @@
+"""The `ipu-keras` command: `demo`, `ops`, `report DIR`, `run`, `tutorials`, `--version`.
+
+It parses arguments and hands over: `demo` to `ipu_keras._src.demo.run_demo`, `ops` to
+`ipu_keras.supported_ops`, `report` to `ipu_keras._src.reports.summary`; `run` launches a
+script as several MPI processes sharing the replicas (`ipu_keras.distributed`);
+`tutorials` lists the tutorial notebooks or copies them to a folder. TensorFlow is
+imported only by the subcommands that need it, so `--version`, `--help` and `report`
+answer at once.
+"""
+import argparse
+import importlib.util
+import os
+import pathlib
+import shutil
+import sys
+
+from ipu_keras.version import __version__
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer. Received: {text}")
+    return value
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="ipu-keras", description="Train Keras models on a simulated Graphcore IPU.")
+    parser.add_argument("--version", action="version", version=f"ipu-keras {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo", help="train the IPU tutorial's model on the simulated IPU and report "
+                     "compile time, tile memory, device time and losses")
+    demo.add_argument("--steps", type=_positive_int, default=200,
+                      help="training steps in total (default: %(default)s)")
+    demo.add_argument("--steps-per-execution", type=_positive_int, default=10,
+                      help="steps per run of the compiled loop (default: %(default)s)")
+    demo.add_argument("--batch-size", type=_positive_int, default=32,
+                      help="samples per step (default: %(default)s)")
+    commands.add_parser("ops", help="list the TensorFlow op types the tracer can import")
+    report = commands.add_parser(
+        "report", help="summarise a report directory (autoReport.directory or one "
+                       "executable's): target, busiest tiles, largest tensors, cycles")
+    report.add_argument("directory", help="directory holding report.json files")
+    run = commands.add_parser(
+        "run", help="launch a training script as several instances (processes) sharing "
+                    "the replicas, through MPI, as poprun does")
+    run.add_argument("--num-instances", type=_positive_int, required=True,
+                     help="processes to launch")
+    run.add_argument("--num-replicas", type=_positive_int, required=True,
+                     help="replicas in all (a multiple of --num-instances)")
+    run.add_argument("--mpiexec", default=None, help="the MPI launcher (default: mpiexec "
+                     "beside this Python, else on PATH)")
+    run.add_argument("program", nargs=argparse.REMAINDER,
+                     help="-- followed by the command, e.g. -- python train.py")
+    tutorials = commands.add_parser(
+        "tutorials", help="list the tutorial notebooks, or copy them to a folder")
+    tutorials.add_argument("--copy", metavar="DIR",
+                           help="copy the notebooks (.ipynb and their .py twins) into DIR")
+    return parser
+
+
+def _demo(args, parser):
+    if args.steps % args.steps_per_execution:
+        parser.error(f"--steps must be a multiple of --steps-per-execution. Received: "
+                     f"steps={args.steps}, steps_per_execution={args.steps_per_execution}")
+    from ipu_keras._src.demo import run_demo
+
+    run_demo(steps=args.steps, steps_per_execution=args.steps_per_execution,
+             batch_size=args.batch_size)
+
+
+def _ops(args, parser):
+    import ipu_keras
+
+    ops = ipu_keras.supported_ops()
+    for op in ops:
+        print(op)
+    print(f"{len(ops)} TensorFlow op types supported")
+
+
+def _report(args, parser):
+    from ipu_keras._src.reports import summary
+
+    if not os.path.isdir(args.directory):
+        parser.error(f"report expected a directory. Received: {args.directory!r}")
+    paths = summary.find_reports(args.directory)
+    if not paths:
+        parser.error(f"no report.json in '{args.directory}' or its sub-directories; write "
+                     "reports with POPLAR_ENGINE_OPTIONS='{\"autoReport.all\": \"true\", "
+                     "\"autoReport.directory\": \"DIR\"}' or "
+                     "ipu_keras.profiling.enable_reports(DIR).")
+    for i, path in enumerate(paths):
+        if i:
+            print()
+        print(f"== {os.path.dirname(path)}")
+        print(summary.summarise(summary.load(path)))
+
+
+def _run(args, parser):
+    import subprocess
+
+    from ipu_keras.distributed.process_group import NUM_REPLICAS_ENV
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        parser.error("run expected a command after --, e.g. -- python train.py")
+    if args.num_replicas % args.num_instances:
+        parser.error(f"--num-replicas must be a multiple of --num-instances. Received: "
+                     f"num_replicas={args.num_replicas}, num_instances={args.num_instances}")
+    beside = pathlib.Path(sys.executable).parent / "mpiexec"
+    launcher = args.mpiexec or (str(beside) if beside.exists() else shutil.which("mpiexec"))
+    if not launcher:
+        parser.error("run expected an MPI launcher (mpiexec); install one with "
+                     "`pip install 'ipu-keras[distributed]'`")
+    env = dict(os.environ, **{NUM_REPLICAS_ENV: str(args.num_replicas)})
+    sys.exit(subprocess.call([launcher, "-n", str(args.num_instances)] + program, env=env))
+
+
+def tutorials_directory():
+    """The folder holding the tutorials: `tutorials/` of a source checkout, else the
+    installed package `ipu_keras_tutorials`; None if neither is there."""
+    checkout = pathlib.Path(__file__).resolve().parents[2] / "tutorials"
+    if any(checkout.glob("[0-9][0-9]_*.ipynb")):
+        return checkout
+    spec = importlib.util.find_spec("ipu_keras_tutorials")
+    if spec is not None and spec.submodule_search_locations:
+        return pathlib.Path(list(spec.submodule_search_locations)[0])
+    return None
+
+
+def _title(notebook_path):
+    import json
+
+    cells = json.loads(notebook_path.read_text(encoding="utf-8"))["cells"]
+    first = "".join(cells[0]["source"]).splitlines()[0] if cells else ""
+    return first.lstrip("# ").strip()
+
+
+def _tutorials(args, parser):
+    directory = tutorials_directory()
+    if directory is None:
+        parser.error("the tutorials are not installed with this copy of ipu-keras; they "
+                     "are in the project's tutorials/ folder")
+    notebooks = sorted(directory.glob("[0-9][0-9]_*.ipynb"))
+    if args.copy:
+        target = pathlib.Path(args.copy)
+        target.mkdir(parents=True, exist_ok=True)
+        for notebook in notebooks:
+            for path in (notebook, notebook.with_suffix(".py")):
+                if path.exists():
+                    shutil.copy2(path, target / path.name)
+        print(f"copied {len(notebooks)} tutorials to {target}; open them with "
+              f"`jupyter lab {target}`")
+        return
+    for notebook in notebooks:
+        print(f"{notebook.name:40s} {_title(notebook)}")
+    print(f"{len(notebooks)} tutorials in {directory}; `ipu-keras tutorials --copy DIR` "
+          "copies them")
+
+
+_COMMANDS = {"demo": _demo, "ops": _ops, "report": _report, "run": _run,
+             "tutorials": _tutorials}
+
+
+def main(argv=None):
+    """Runs the `ipu-keras` command line.
+
+    Args:
+        argv: The arguments, without the program name; `sys.argv[1:]` if None.
+
+    Returns:
+        int: The exit status, 0 on success. Usage errors exit with status 2
+        (through `SystemExit`, as argparse does).
+    """
+    # Quiet TensorFlow's C++ start-up logging; must be set before TensorFlow loads.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    _COMMANDS[args.command](args, parser)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

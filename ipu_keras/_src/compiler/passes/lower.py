@@ -1,0 +1,286 @@
+"""Lowering: a mapped, planned graph -> the `Executable`'s blocks of steps.
+
+Every IR value gets a slot; constants become preset slots; each graph level becomes
+a block. Each step's cycles are computed here, once, from the tile map (and the
+plans of matmuls, convolutions and gathers) and the target, and summed per block:
+compute on the slowest tile (`device/cost.py`), the exchange that brings the
+operands there (`traffic.py`, busiest receiving tile), one sync per superstep
+(external when the step spans IPUs or talks to the host), host I/O for stream
+copies and, in the main block, for the program's arguments and results (a compiled
+function's inputs stream in from the host, its outputs back: profile row
+"host_transfer"). Reductions take one superstep to reduce in place and one per stage
+of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
+block also keeps a `profile` for reports: one row per costed or control-flow step
+(op, Keras layer, its cycles, its sub-blocks); the engine does not read it.
+`sources` gives each step's [TensorFlow node, Keras layer], for errors raised while
+it runs (floating-point traps). And it keeps `tiles`, what the strict tile mode
+(`simulator/strict.py`) checks: `slots`, `[slot, start, tiles, per_tile]` for every
+value the block defines; `steps`, per step `[bytes the busiest tile receives as the
+cost model charges it, source]`, plus for a matmul plan that splits k `{"k_split": k,
+"partial_bytes": b}` (the strict mode measures such a step as the plan runs it);
+block 0 adds `variables`, `[var, start, tiles, per_tile]` per variable.
+"""
+import math
+
+from ipu_keras._src.compiler.passes import traffic
+from ipu_keras.errors import ReplicationError
+from ipu_keras._src.ops.collective import COLLECTIVE_OPS
+from ipu_keras._src.ops.registry import get_op
+from ipu_keras._src.device import cost as cost_model
+
+
+class _Lowering:
+    def __init__(self, tile_map, target, pipelines=None, replicas=1):
+        self.map = tile_map
+        self.target = target
+        self.pipelines = pipelines or {}
+        self.replicas = replicas
+        self.slots = {}
+        self.blocks = []
+        self.constants = []
+
+    def slot(self, value):
+        if value.id not in self.slots:
+            self.slots[value.id] = len(self.slots)
+        return self.slots[value.id]
+
+    def slots_of(self, values):
+        return [self.slot(v) for v in values]
+
+    def block(self, graph):
+        """Lower one graph level; returns its block index (parents before children)."""
+        index = len(self.blocks)
+        self.blocks.append(None)
+        self.slots_of(graph.inputs)
+        steps, cycles, profile, sources = [], [0, 0, 0, 0], [], []
+        for eqn in graph.equations:
+            step = self.step(eqn)
+            if step is not None:
+                steps.append(step)
+                sources.append([eqn.source.node, eqn.source.layer])
+            eqn_cycles = self.cycles(eqn)
+            for k, c in enumerate(eqn_cycles):
+                cycles[k] += c
+            if any(eqn_cycles) or step is not None and step[0] in ("while", "if"):
+                profile.append(_profile_row(eqn, eqn_cycles, step))
+        self.blocks[index] = {"steps": steps, "cycles": dict(zip(
+            ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile,
+            "sources": sources}
+        self.blocks[index]["tiles"] = self.tile_facts(graph)
+        return index
+
+    def tile_facts(self, graph):
+        """What the strict tile mode checks a block against (see `lower`)."""
+        values, steps = list(graph.inputs), []
+        for eqn in graph.equations:
+            values.extend(eqn.outputs)
+            if eqn.op != "const":
+                plan = self.map.plan_of(eqn)
+                received = plan.receive_bytes if plan is not None else (
+                    0 if eqn.op in ("while", "if") else
+                    traffic.received_bytes(eqn, self.map).max(initial=0))
+                steps.append([int(received), str(eqn.source)])
+                if getattr(plan, "kind", "") == "matmul" and plan.k_split > 1:
+                    steps[-1].append({"k_split": plan.k_split,
+                                      "partial_bytes": plan.partial_bytes})
+        mapped = [(v, self.map.values.get(v.id)) for v in values]
+        return {"slots": [[self.slot(v), m.start, m.tiles, m.per_tile] for v, m in mapped if m],
+                "steps": steps}
+
+    def step(self, eqn):
+        p, ins, outs = eqn.params, self.slots_of(eqn.inputs), self.slots_of(eqn.outputs)
+        if eqn.op == "const":
+            self.constants.append([outs[0], p["value"]])
+            return None
+        if eqn.op == "read_var":
+            return ["read", p["var"], outs[0]]
+        if eqn.op == "write_var":
+            return ["write", p["var"], p["mode"], ins[0]]
+        if eqn.op == "infeed":
+            return ["infeed", p["infeed"], outs]
+        if eqn.op == "outfeed":
+            return ["outfeed", p["outfeed"], ins]
+        if eqn.op in COLLECTIVE_OPS:
+            size = p.get("group_size")
+            if size and self.replicas % size:
+                raise ReplicationError(
+                    f"A cross-replica reduction over groups of {size} replicas expected the "
+                    f"group size to divide the replication factor. Received: "
+                    f"replica_group_size={size}, replication factor {self.replicas} (from "
+                    f"{eqn.source}). Use a divisor of {self.replicas}, or None for all.")
+            return ["collective", eqn.op, ins, outs, p]
+        if eqn.op == "while":
+            cond, body = p["cond"], p["body"]
+            step = ["while", ins, self.block(cond), self.slots_of(cond.inputs),
+                    self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
+                    self.slots_of(body.outputs), outs]
+            if id(eqn) in self.pipelines:
+                self._pipelined(self.blocks[step[5]], self.pipelines[id(eqn)])
+            return step
+        if eqn.op == "if":
+            then, other = p["then"], p["else"]
+            return ["if", ins[0], ins[1:], self.block(then), self.slots_of(then.inputs),
+                    self.slots_of(then.outputs), self.block(other), self.slots_of(other.inputs),
+                    self.slots_of(other.outputs), outs]
+        assert not get_op(eqn.op).engine, f"no lowering for engine op {eqn.op}"
+        return ["exec", eqn.op, ins, outs, p]
+
+    @staticmethod
+    def _pipelined(block, pipeline):
+        """A pipeline's body runs `depth` times per run; together they take the schedule's
+        makespan, not `depth` serial iterations: scale its cycles (`passes/pipeline.py`)."""
+        serial = sum(block["cycles"].values()) * pipeline["depth"]
+        factor = pipeline["makespan_cycles"] / serial if serial else 1.0
+        block["cycles"] = {k: round(v * factor) for k, v in block["cycles"].items()}
+        block["pipeline"] = pipeline
+
+    # -- cost ----------------------------------------------------------------------
+    def cycles(self, eqn):
+        """[compute, exchange, sync, host_io] cycles of one execution of `eqn`."""
+        target = self.target
+        if eqn.op in ("const", "read_var", "while", "if", "call", "replication_index"):
+            return [0, 0, 0, 0]
+        if eqn.op == "all_reduce":   # over the IPU-Links, replica to replica
+            group = eqn.params["group_size"] or self.replicas
+            return [0, 0, 0, 0] if group <= 1 else [
+                0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
+        if eqn.op in ("infeed", "outfeed"):
+            # A stream copy synchronises with the host: an external sync.
+            nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
+            return [0, 0, cost_model.sync_cycles(target, external=True),
+                    cost_model.host_io_cycles(nbytes, target)]
+        plan = self.map.plan_of(eqn)
+        if plan is not None:
+            external = self._spans_ipus(plan.start, plan.tiles)
+            return [plan.compute, plan.exchange,
+                    plan.supersteps * cost_model.sync_cycles(target, external), 0]
+        if get_op(eqn.op).mapping == "reduce" and eqn.op not in traffic.ROW_OPS:
+            return self._reduction(eqn)
+        received = traffic.received_bytes(eqn, self.map)
+        exchange = cost_model.exchange_cycles(int(received.max(initial=0)), target)
+        compute, mapping, work = self._compute(eqn)
+        supersteps = 1 if compute or exchange else 0
+        if work.steps > 1:   # a recurrence: each step receives the carried state, then syncs
+            exchange += work.steps * cost_model.exchange_cycles(work.carried, target)
+            supersteps = max(supersteps, work.steps)
+        external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
+        if eqn.op == "ipu_copy":   # over the IPU-Links, then onto the destination tiles
+            exchange += cost_model.ipu_link_cycles(eqn.inputs[0].type.nbytes, target)
+            external = True
+        return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
+
+    def _reduction(self, eqn):
+        """Reduce where the input lies (one superstep), then one superstep per stage of
+        the reduction tree (`reduction.py`)."""
+        target = self.target
+        opdef = get_op(eqn.op)
+        work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                          **eqn.params)
+        if work.kind == "none":
+            return [0, 0, 0, 0]
+        local = int(traffic.input_elements(eqn.inputs[0], self.map).max(initial=0))
+        compute = cost_model.vector_cycles(local, eqn.inputs[0].type.dtype, target)
+        stages, _ = traffic.reduction_tree(eqn, self.map)
+        dtype = traffic.partial_dtype(eqn)
+        exchange = 0
+        for stage in stages:
+            exchange += cost_model.exchange_cycles(stage.received, target)
+            if stage.fan_in > 1:
+                compute += cost_model.vector_cycles(stage.adds, dtype, target)
+        mapping = self.map.values.get(eqn.outputs[0].id)
+        source = self.map.values.get(eqn.inputs[0].id) or mapping
+        external = self._spans_ipus(source.start, source.tiles) if source else False
+        supersteps = (1 if compute else 0) + len(stages)
+        return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
+
+    def _compute(self, eqn):
+        """(compute cycles on the slowest tile, mapping of the work, the op's `Work`)."""
+        target, n = self.target, self.map.num_tiles
+        opdef = get_op(eqn.op)
+        work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                          **eqn.params)
+        dtype = (eqn.inputs or eqn.outputs)[0].type.dtype
+        if eqn.op == "write_var":
+            anchors = [(eqn.inputs[0], self.map.variables[eqn.params["var"]])]
+        else:
+            anchors = [(v, self.map.values.get(v.id)) for v in eqn.outputs]
+        anchors = [(v, m) for v, m in anchors if m is not None and v.type.size]
+        if not anchors:
+            return 0, None, work
+        # Work in proportion to the elements a tile owns of the op's largest output: the
+        # one its work produces. A small side output (batch norm's statistics, a CTC loss
+        # per example, an RNN's final state) lives on few tiles and must not make them
+        # look as if they did all the work.
+        v, m = max(anchors, key=lambda a: a[0].type.size)
+        if work.steps == 1:
+            units = math.ceil(int(m.elements(v.type.size, n).max(initial=0)) * work.amount
+                              / v.type.size)
+            return cost_model.compute_cycles(work.kind, units, dtype, target), m, work
+        # A recurrence: each step's share of the output, spread evenly over the output's
+        # tiles, one step after the other.
+        per_step = math.ceil(v.type.size / work.steps)
+        units = math.ceil(work.amount / work.steps / min(m.tiles, per_step))
+        return (work.steps * cost_model.compute_cycles(work.kind, units, dtype, target),
+                m, work)
+
+    def _spans_ipus(self, start, tiles):
+        per_ipu = self.map.tiles_per_ipu or self.map.num_tiles
+        if tiles > per_ipu:
+            return True
+        return start // per_ipu != ((start + tiles - 1) % self.map.num_tiles) // per_ipu
+
+
+def step_cycles(eqn, tile_map, target):
+    """[compute, exchange, sync, host_io] cycles of one execution of `eqn` (at any depth;
+    not of its bodies), as the lowering charges them."""
+    return _Lowering(tile_map, target).cycles(eqn)
+
+
+def _profile_row(eqn, cycles, step):
+    """For reports: [op, layer, [compute, exchange, sync, host_io], sub-blocks] of a step."""
+    subs = []
+    if step is not None and step[0] == "while":
+        subs = [step[2], step[5]]
+    elif step is not None and step[0] == "if":
+        subs = [step[3], step[6]]
+    return [eqn.op, eqn.source.layer, list(cycles), subs]
+
+
+def _add_host_transfer(main, graph, target):
+    """Charges the main block for streaming the program's arguments in and its results
+    out, as the hardware does for a compiled function's inputs and outputs: the bytes
+    over the host link and a sync with the host each way (profile row "host_transfer")."""
+    transfer = {"compute": 0, "exchange": 0, "sync": 0, "host_io": 0}
+    for values in (graph.inputs, graph.outputs):
+        nbytes = sum(v.type.nbytes for v in values)
+        if nbytes:
+            transfer["sync"] += cost_model.sync_cycles(target, external=True)
+            transfer["host_io"] += cost_model.host_io_cycles(nbytes, target)
+    if any(transfer.values()):
+        for kind, cycles in transfer.items():
+            main["cycles"][kind] += cycles
+        main["profile"].insert(0, ["host_transfer", "", list(transfer.values()), []])
+
+
+def lower(graph, tile_map, target, pipelines=None, replicas=1):
+    """Returns (blocks, constants, input slots, output slots, number of slots).
+
+    `pipelines` (from `passes/pipeline.py`) gives the schedule of each pipeline loop;
+    `replicas` is the replication factor an all-reduce spans."""
+    lowering = _Lowering(tile_map, target, pipelines, replicas)
+    lowering.block(graph)
+    _add_host_transfer(lowering.blocks[0], graph, target)
+    lowering.blocks[0]["tiles"]["variables"] = [
+        [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]
+    return (lowering.blocks, lowering.constants, lowering.slots_of(graph.inputs),
+            lowering.slots_of(graph.outputs), len(lowering.slots))
+
+
+def equation_cycles(graph, tile_map, target):
+    """[compute, exchange, sync, host_io] cycles of each top-level equation of `graph`.
+
+    The same cost rules as `lower`, one row per equation in order, for tools that split a
+    graph by cost (the pipeline-stage search of `ipu_saved_model_cli convert`).
+    """
+    lowering = _Lowering(tile_map, target)
+    return [lowering.cycles(eqn) for eqn in graph.equations]

@@ -1,0 +1,296 @@
+"""Liveness and the memory plan: bytes per tile and per category, always-live or not.
+
+Always-live (for the whole program): variables, constants, stream buffers (one
+element of each host stream on the tiles it lands on or leaves from) and, when
+`compile_ipu_code` is on, code: vertex code (per distinct vertex type on a tile),
+vertex state (per vertex), control code (per program step, on every tile) and
+exchange code (per exchange phase, on each receiving tile).
+
+Not-always-live ("temporaries"): every other value, live from the step that defines
+it to its last use (views such as `reshape` share their source's memory), plus what
+a step needs only while it runs: a planned op's temporaries (operand copies and
+partials, from `planner.py`) or, for other ops, the operand elements exchanged onto
+the tile. A control-flow step adds the peak of its bodies on top of what is live
+around it. The peak over the program, per tile, is what the tile must hold at worst;
+`liveness` lists the not-always-live bytes (all tiles) during each top-level step.
+
+All code and state sizes are estimates, documented next to their constants.
+"""
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from ipu_keras._src.compiler.passes import traffic
+from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError
+from ipu_keras._src.ops.registry import get_op
+
+VERTEX_CODE_BYTES = {"vector": 600, "transcendental": 1200, "reduce": 800, "copy": 400,
+                     "amp": 2000, "none": 0}
+"""Estimates: bytes of codelet code per distinct vertex type on a tile, by work kind
+(a vector codelet is ~150 instructions of 4 bytes; transcendentals carry polynomial
+tables; AMP vertices unroll their inner loops)."""
+DEFAULT_VERTEX_CODE_BYTES = 800
+"""Estimate for vertex types not listed in `VERTEX_CODE_BYTES`."""
+VERTEX_STATE_BYTES = 16
+"""Estimate: fixed bytes of state per vertex (its header and worker partition)."""
+EDGE_STATE_BYTES = 8
+"""Estimate: bytes of vertex state per operand or result (a 4-byte pointer and size)."""
+CONTROL_CODE_BYTES_PER_STEP = 32
+"""Estimate: supervisor control code per program step (call, sync, exchange jump)."""
+EXCHANGE_CODE_BYTES = 48
+"""Estimate: exchange code per exchange phase on each tile that receives data."""
+
+CODE_CATEGORIES = ("vertex_code", "vertex_state", "control_code", "exchange_code")
+ALWAYS_LIVE = ("variables", "constants", "stream_buffers") + CODE_CATEGORIES
+CATEGORIES = ALWAYS_LIVE + ("temporaries",)
+
+ENGINE_OPTIONS_VAR = "POPLAR_ENGINE_OPTIONS"
+
+
+@dataclasses.dataclass
+class MemoryPlan:
+    always_live: np.ndarray          # bytes per tile
+    not_always_live: np.ndarray      # peak bytes per tile
+    categories: dict                 # category -> bytes per tile
+    liveness: list                   # not-always-live bytes during each top-level step
+    loop_liveness: list = dataclasses.field(default_factory=list)  # ... each step of a loop
+
+    @property
+    def total(self):
+        return self.always_live + self.not_always_live
+
+    def summary(self, bytes_per_tile=None, tiles_per_ipu=None):
+        """The executable's `memory` dict (JSON-able; per-tile arrays as lists).
+
+        `ipu_memory` is the bytes of each IPU (`tiles_per_ipu` tiles each, default all).
+        """
+        total = self.total
+        per_ipu = tiles_per_ipu or len(total)
+        tile = int(np.argmax(total))
+        over = [] if bytes_per_tile is None else np.nonzero(total > bytes_per_tile)[0]
+        return {
+            "max_tile": tile,
+            "max_tile_bytes": int(total[tile]),
+            "total_bytes": int(total.sum()),
+            "always_live_bytes": int(self.always_live.sum()),
+            "peak_not_always_live_bytes": int(self.not_always_live.sum()),
+            "tile_memory": total.astype(int).tolist(),
+            "categories": {k: int(v.sum()) for k, v in self.categories.items()},
+            "tile_categories": {k: v.astype(int).tolist() for k, v in self.categories.items()},
+            "always_live": self.always_live.astype(int).tolist(),
+            "not_always_live": self.not_always_live.astype(int).tolist(),
+            "liveness": self.liveness,
+            "peak_liveness_step": int(np.argmax(self.liveness)) if self.liveness else 0,
+            "loop_liveness": self.loop_liveness,
+            "tiles_out_of_memory": [int(t) for t in over],
+            "ipu_memory": [int(b) for b in total.reshape(-1, per_ipu).sum(axis=1)],
+            "ipu_max_tile_bytes": [int(b) for b in total.reshape(-1, per_ipu).max(axis=1)],
+            "out_of_memory": None,
+        }
+
+
+class _Liveness:
+    def __init__(self, tile_map):
+        self.map = tile_map
+        self.n = tile_map.num_tiles
+
+    def bytes_of(self, value):
+        mapping = self.map.values.get(value.id)
+        if mapping is None:
+            return np.zeros(self.n, np.int64)
+        return mapping.elements(value.type.size, self.n) * value.type.itemsize
+
+    def root(self, value):
+        return self.map.aliases.get(value.id, value.id)
+
+    def step_temporaries(self, eqn):
+        """Bytes a step needs only while it runs: plan temporaries or exchanged operands."""
+        plan = self.map.plan_of(eqn)
+        if plan is None:
+            return traffic.received_bytes(eqn, self.map)
+        temp = np.zeros(self.n, np.int64)
+        temp[(plan.start + np.arange(plan.tiles)) % self.n] = plan.temp_bytes
+        return temp
+
+    def peak(self, graph, trace=None, loop_trace=None):
+        last_use = {}
+        for i, eqn in enumerate(graph.equations):
+            for v in eqn.inputs:
+                last_use[self.root(v)] = i
+        for v in graph.outputs:
+            last_use[self.root(v)] = len(graph.equations)
+        owned = {v.id: self.bytes_of(v) for v in graph.inputs}
+        live = sum(owned.values(), np.zeros(self.n, np.int64))
+        peak = live.copy()
+        for i, eqn in enumerate(graph.equations):
+            if eqn.op not in ("const", "read_var"):
+                for v in eqn.outputs:
+                    if v.id not in self.map.aliases:
+                        owned[v.id] = self.bytes_of(v)
+                        live = live + owned[v.id]
+            temporaries = self.step_temporaries(eqn)
+            inner = [self._inner_peak(eqn, sub, loop_trace, live + temporaries)
+                     for sub in eqn.subgraphs()]
+            during = live + (np.max(inner, axis=0) if inner else 0) + temporaries
+            peak = np.maximum(peak, during)
+            if trace is not None:
+                trace.append(int(during.sum()))
+            for v in eqn.inputs + eqn.outputs:
+                r = self.root(v)
+                if last_use.get(r, -1) <= i and r in owned:
+                    live = live - owned.pop(r)
+        return peak
+
+
+    def _inner_peak(self, eqn, sub, loop_trace, around):
+        """A sub-graph's peak; the first loop body also fills `loop_trace` (once)."""
+        if loop_trace is None or loop_trace or eqn.op != "while" or sub is not eqn.params["body"]:
+            return self.peak(sub)
+        body = []
+        peak = self.peak(sub, body)
+        loop_trace.extend(int(around.sum()) + b for b in body)
+        return peak
+
+
+def _code(graph, live, compile_ipu_code):
+    """The code categories (vertex code and state, control code, exchange code)."""
+    n = live.n
+    out = {k: np.zeros(n, np.int64) for k in CODE_CATEGORIES}
+    if not compile_ipu_code:
+        return out
+    vertex_types = {}
+    steps = 0
+    for eqn in graph.walk():
+        if eqn.op in ("const", "read_var", "while", "if", "call"):
+            continue
+        steps += 1
+        received = traffic.received_bytes(eqn, live.map)
+        out["exchange_code"] += np.where(received > 0, EXCHANGE_CODE_BYTES, 0)
+        for tiles, kind, edges in _vertices(eqn, live):
+            out["vertex_state"][tiles] += VERTEX_STATE_BYTES + EDGE_STATE_BYTES * edges
+            vertex_types.setdefault(kind, np.zeros(n, bool))[tiles] = True
+    for kind, present in vertex_types.items():
+        size = VERTEX_CODE_BYTES.get(kind.split(":")[0], DEFAULT_VERTEX_CODE_BYTES)
+        out["vertex_code"] += present * size
+    out["control_code"] += steps * CONTROL_CODE_BYTES_PER_STEP
+    return out
+
+
+def _vertices(eqn, live):
+    """(tiles, vertex type "kind:op", edges) of the vertices one equation places."""
+    opdef = get_op(eqn.op)
+    if opdef.engine:
+        return []
+    edges = len(eqn.inputs) + len(eqn.outputs)
+    plan = live.map.plan_of(eqn)
+    if plan is not None:
+        tiles = (plan.start + np.arange(plan.tiles)) % live.n
+        return [(tiles, f"{'amp' if t == 'amp' else 'reduce'}:{t}", edges)
+                for t in plan.vertex_types]
+    work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                      **eqn.params)
+    if work.kind == "none":
+        return []
+    anchor = eqn.inputs[0] if eqn.op == "write_var" else eqn.outputs[0]
+    mapping = (live.map.variables[eqn.params["var"]] if eqn.op == "write_var"
+               else live.map.values.get(anchor.id))
+    if mapping is None:
+        return []
+    tiles = np.nonzero(mapping.elements(anchor.type.size, live.n))[0]
+    return [(tiles, f"{work.kind}:{eqn.op}", edges)]
+
+
+def _always_live(graph, live):
+    n = live.n
+    variables = np.zeros(n, np.int64)
+    for spec, mapping in zip(graph.variables, live.map.variables):
+        variables += mapping.elements(spec.type.size, n) * spec.type.itemsize
+    constants = np.zeros(n, np.int64)
+    streams = {}
+    for eqn in graph.walk():
+        if eqn.op == "const":
+            constants += live.bytes_of(eqn.outputs[0])
+        elif eqn.op in ("infeed", "outfeed"):
+            key = (eqn.op, eqn.params.get(eqn.op))
+            values = eqn.outputs if eqn.op == "infeed" else eqn.inputs
+            element = sum((live.bytes_of(v) for v in values), np.zeros(n, np.int64))
+            streams[key] = np.maximum(streams.get(key, 0), element)
+    stream_buffers = sum(streams.values(), np.zeros(n, np.int64))
+    return {"variables": variables, "constants": constants, "stream_buffers": stream_buffers}
+
+
+def plan_memory(graph, tile_map, compile_ipu_code=True):
+    live = _Liveness(tile_map)
+    categories = _always_live(graph, live)
+    categories.update(_code(graph, live, compile_ipu_code))
+    trace, loop_trace = [], []
+    categories["temporaries"] = live.peak(graph, trace, loop_trace)
+    always = sum((categories[k] for k in ALWAYS_LIVE), np.zeros(live.n, np.int64))
+    return MemoryPlan(always, categories["temporaries"], categories, trace, loop_trace)
+
+
+def engine_options(environ=None):
+    """The JSON object in `POPLAR_ENGINE_OPTIONS` ({} if unset)."""
+    environ = os.environ if environ is None else environ
+    text = environ.get(ENGINE_OPTIONS_VAR, "").strip()
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise ConfigurationError(
+            f"{ENGINE_OPTIONS_VAR} expected a JSON object such as "
+            f"'{{\"debug.allowOutOfMemory\": \"true\"}}'. Received: {ENGINE_OPTIONS_VAR}={text!r}")
+    return options
+
+
+def allow_out_of_memory(environ=None):
+    """Whether `POPLAR_ENGINE_OPTIONS` sets `debug.allowOutOfMemory` to true."""
+    value = engine_options(environ).get("debug.allowOutOfMemory", False)
+    return value is True or str(value).strip().lower() in ("true", "1", "yes")
+
+
+def check_memory(plan, graph, tile_map, target, allow=False):
+    """Raise OutOfTileMemoryError, with the largest tensors on the tile, if a tile overflows.
+
+    With `allow` (Poplar's `debug.allowOutOfMemory`) it returns the error's arguments
+    instead, for the engine to raise when the executable is run; None if all fits.
+    """
+    total = plan.total
+    tile = int(np.argmax(total))
+    if total[tile] <= target.bytes_per_tile:
+        return None
+    error = {"tile": tile, "ipu": tile // target.tiles_per_ipu, "bytes_used": int(total[tile]),
+             "bytes_available": int(target.bytes_per_tile),
+             "details": _advice(graph, tile_map, tile)}
+    if allow:
+        return error
+    raise OutOfTileMemoryError(**error)
+
+
+def _advice(graph, tile_map, tile):
+    n = tile_map.num_tiles
+    sizes = []
+    for eqn in graph.walk():
+        plan = tile_map.plan_of(eqn)
+        if plan is not None and (tile - plan.start) % n < plan.tiles:
+            sizes.append((plan.temp_bytes, f"{plan.kind} plan temporaries of {eqn.op} "
+                                           f"from {eqn.source}"))
+        for v in eqn.outputs:
+            if v.id in tile_map.values and v.id not in tile_map.aliases:
+                nbytes = tile_map.values[v.id].elements(v.type.size, n)[tile] * v.type.itemsize
+                sizes.append((int(nbytes), f"{eqn.op} {v.type} from {eqn.source}"))
+    for spec, mapping in zip(graph.variables, tile_map.variables):
+        nbytes = mapping.elements(spec.type.size, n)[tile] * spec.type.itemsize
+        sizes.append((int(nbytes), f"variable '{spec.name}' {spec.type}"))
+    largest = sorted(sizes, key=lambda s: -s[0])[:5]
+    lines = [f"  {b} bytes: {what}" for b, what in largest if b]
+    return (
+        "Largest tensors on that tile:\n" + "\n".join(lines) + "\nTry a smaller batch size, a "
+        "lower availableMemoryProportion, half partials (partialsType='half'), or spread the "
+        "model over more IPUs with sharding or pipelining."
+    )

@@ -1,0 +1,143 @@
+"""The `pipeline` analysis: a pipeline's stage times, its schedule and its makespan.
+
+For each pipeline micro-batch loop (a `while` with `Equation.pipeline`), each stage's
+forward and backward cycles per micro-batch are the cycles of its equations in the
+loop body (the same cost model as every step, `lower.step_cycles`); an equation is
+backward when TensorFlow made it for a gradient (its node is under `gradient_tape/` or
+`gradients/`). Body equations of no stage (accumulating gradients, feeds) are
+`other` work, run serially once per micro-batch. A conditional's branches are not
+micro-batch work: they are their own blocks, costed when taken. In a Keras pipelined
+model the device loop is the micro-batch loop and its window-end cond's optimizer branch
+the weight update, run once per `depth` micro-batches (`update` cycles).
+
+The schedule turns the table into boxes (IPU, stage, micro-batch, phase, start, end)
+and a makespan; numerics never depend on it. With S stages and depth G:
+
+* Sequential: one stage at a time, as sharding: every forward, then every backward.
+* Grouped: G + 2S - 1 steps (G + S - 1 in inference); in step t forward stage k works on
+  micro-batch t - k and backward stage k on t - (2S - 1 - k); all IPUs run their
+  forward passes together, sync, then their backward passes together, sync.
+* Interleaved (an estimate): the same steps, but each IPU runs its forward then its
+  backward pass without a sync between them, so a step lasts the slowest IPU's sum.
+
+The loop's cycles are the makespan (plus `other`) instead of G serial iterations: the
+lowering scales the body block's cycles to it. The weight update after the loop is
+costed like any step.
+"""
+from ipu_keras._src.compiler.passes.lower import step_cycles
+from ipu_keras._src.compiler.passes.stages import is_backward
+from ipu_keras._src.device import cost as cost_model
+
+
+def plan_pipelines(graph, tile_map, target):
+    """id(loop equation) -> its schedule (a dict, see `schedule`), for every pipeline."""
+    return {id(eqn): schedule_loop(eqn, tile_map, target)
+            for eqn in graph.walk() if eqn.op == "while" and eqn.pipeline}
+
+
+def _micro_batch_work(graph):
+    """The equations one iteration runs every time: all but a conditional's branches."""
+    for eqn in graph.equations:
+        yield eqn
+        if eqn.op != "if":
+            for sub in eqn.subgraphs():
+                yield from _micro_batch_work(sub)
+
+
+def _update_cycles(body, tile_map, target):
+    """Cycles of the costliest branch of the loop body's conditionals (a weight update)."""
+    return sum(max(sum(sum(step_cycles(e, tile_map, target)) for e in sub.walk())
+                   for sub in eqn.subgraphs())
+               for eqn in body.walk() if eqn.op == "if")
+
+
+def stage_table(body, tile_map, target):
+    """Per stage: its IPU and forward/backward cycles per micro-batch; and `other`."""
+    stages, other = {}, 0
+    for eqn in _micro_batch_work(body):
+        cycles = sum(step_cycles(eqn, tile_map, target))
+        if eqn.stage is None:
+            other += cycles
+            continue
+        row = stages.setdefault(eqn.stage, {"stage": eqn.stage, "ipu": eqn.shard or 0,
+                                            "forward": 0, "backward": 0})
+        row["backward" if is_backward(eqn) else "forward"] += cycles
+    return [stages[k] for k in sorted(stages)], other
+
+
+def schedule_loop(eqn, tile_map, target):
+    rows, other = stage_table(eqn.params["body"], tile_map, target)
+    depth, name = eqn.pipeline["depth"], eqn.pipeline["schedule"]
+    sync = cost_model.sync_cycles(target, external=True)
+    plan = schedule(rows, depth, name, sync, other)
+    plan["update_cycles"] = _update_cycles(eqn.params["body"], tile_map, target)
+    return plan
+
+
+def schedule(rows, depth, name, sync, other=0):
+    """The boxes, makespan and per-IPU busy/idle time of one pipeline run."""
+    boxes = _SCHEDULES[name](rows, depth, sync)
+    span = max((b[5] for b in boxes), default=0)
+    makespan = span + depth * other
+    busy = {}
+    for ipu, _, _, _, start, end in boxes:
+        busy[ipu] = busy.get(ipu, 0) + end - start
+    serial = depth * (sum(r["forward"] + r["backward"] for r in rows) + other)
+    return {"schedule": name, "depth": depth, "stages": rows, "other": other,
+            "serial_cycles": serial, "makespan_cycles": makespan,
+            "ipus": [{"ipu": i, "busy": busy[i], "idle": makespan - busy[i]}
+                     for i in sorted(busy)],
+            "timeline": boxes}
+
+
+def _sequential(rows, depth, sync):
+    boxes, t = [], 0
+    for m in range(depth):
+        order = [(r, "F") for r in rows] + [(r, "B") for r in reversed(rows) if r["backward"]]
+        for row, phase in order:
+            length = row["forward" if phase == "F" else "backward"]
+            boxes.append([row["ipu"], row["stage"], m, phase, t, t + length])
+            t += length + sync
+    return boxes
+
+
+def _steps(rows, depth):
+    """Per step: [(row, micro-batch, phase)] of the forward and the backward passes."""
+    stages, training = len(rows), any(r["backward"] for r in rows)
+    count = depth + (2 * stages - 1 if training else stages - 1)
+    for t in range(count):
+        fwd = [(r, t - k, "F") for k, r in enumerate(rows) if 0 <= t - k < depth]
+        bwd = [(r, t - (2 * stages - 1 - k), "B") for k, r in enumerate(rows)
+               if training and 0 <= t - (2 * stages - 1 - k) < depth]
+        yield fwd, bwd
+
+
+def _length(row, phase):
+    return row["forward" if phase == "F" else "backward"]
+
+
+def _grouped(rows, depth, sync):
+    boxes, t = [], 0
+    for fwd, bwd in _steps(rows, depth):
+        for phase in (fwd, bwd):
+            if not phase:
+                continue
+            for row, m, p in phase:
+                boxes.append([row["ipu"], row["stage"], m, p, t, t + _length(row, p)])
+            t += max(_length(row, p) for row, _, p in phase) + sync
+    return boxes
+
+
+def _interleaved(rows, depth, sync):
+    boxes, t = [], 0
+    for fwd, bwd in _steps(rows, depth):
+        ends = {}
+        for row, m, p in fwd + bwd:
+            start = ends.get(row["ipu"], t)
+            ends[row["ipu"]] = start + _length(row, p)
+            boxes.append([row["ipu"], row["stage"], m, p, start, ends[row["ipu"]]])
+        t = max(ends.values(), default=t) + sync
+    return boxes
+
+
+_SCHEDULES = {"Grouped": _grouped, "Interleaved": _interleaved, "Sequential": _sequential}

@@ -1,0 +1,434 @@
+"""The matmul, convolution and gather planners: how one op is spread over tiles.
+
+A matmul-shaped op (`matmul`, `conv`, `conv_input_grad`, `conv_filter_grad`, or any op
+registered with mapping "matmul") is described as a `Problem`: `groups` independent
+products of an `m x k` by a `k x n` matrix (batch for matmuls, conv groups for
+convolutions; for a convolution `m` is the field, batch x output positions, `k` is
+kernel volume x input channels and `n` the output channels). A candidate `Plan` cuts
+the product's output, in flat order, into chunks (see "candidates" below) and splits
+k: each tile receives the operand rows and columns of its chunk for its slice of k
+(the operand copies), multiplies them on the AMP into partials, and when k is split
+the partials are exchanged and reduced in a second superstep, after which each tile
+owns a contiguous `per_tile` range of the output: the output's linear mapping IS the
+plan's partition, so what a tile is charged is what its output range needs. A plan may
+also split a chunk's columns into serial passes that reuse the same temporaries (Poplar's
+serial splits): less memory, more cycles. For every candidate we
+compute, from the target only:
+
+* temporary memory per tile: operand copies + partials (+ received partials when k
+  is split; the two phases do not overlap, so it is the larger of the two);
+* cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`; per serial
+  pass, the busiest tile's AMP vertex (`cost.amp_vertex_cycles`, poplin's estimate: its
+  block's depth and channels rounded up to whole input x output channel groups at the
+  target's rate for the input dtype and partials type, per-pass supervisor overheads,
+  weight loads and the workers' pipeline fill; the vector path when that is cheaper);
+  reduction exchange and vector adds; one sync per superstep (`device/cost.py`).
+  So a plan whose blocks fill the AMP's channel groups can beat one that moves fewer
+  bytes: the planner minimises cycles, not traffic.
+
+`choose_plan` keeps the fastest plan whose temporaries fit in `availableMemoryProportion`
+x `bytes_per_tile` (ties: less memory); if none fits it warns, as Poplar does, and
+takes the plan with the least temporary memory. `partialsType="half"` stores partials
+in 2 bytes instead of 4 (it applies to float16 inputs; float32 inputs accumulate in
+float32 whatever the option says, as in poplin).
+
+Convolution operands are modelled without halos: a tile's input block is its share of
+the distinct input elements (`a_scale`, input elements per im2col element), which is
+exact for 1x1 convolutions and a slight underestimate otherwise.
+
+Gathers from a table (embeddings) get a `GatherPlan`: the table stays where it is;
+the indices are broadcast to the table's tiles, each table tile copies the rows it
+holds (on average its share of the output), and the rows are exchanged to the
+output's tiles: two supersteps. Batched matmuls are plans over the `groups` axis.
+"""
+import dataclasses
+import functools
+import math
+import warnings
+
+import numpy as np
+
+from ipu_keras.errors import ConfigurationError
+from ipu_keras._src.device import cost as cost_model
+
+DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
+"""Poplar's default `availableMemoryProportion`."""
+
+MAX_SERIAL_SPLITS = 64
+"""Most serial passes a plan may split its output columns into (a search limit, not a
+machine figure): each pass reuses the same temporaries, trading cycles for memory."""
+
+CONV_OPS = ("conv", "conv_input_grad", "conv_filter_grad")
+"""Ops planned with `convolutions.poplar_options`; other matmul-mapped ops use `matmuls`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanOptions:
+    """The planner options of one op family (Poplar's `poplar_options`)."""
+
+    available_memory_proportion: float = DEFAULT_AVAILABLE_MEMORY_PROPORTION
+    partials_type: str = "float"
+
+    @classmethod
+    def from_poplar_options(cls, options, where="matmuls.poplar_options"):
+        """Parses `{"availableMemoryProportion": "0.3", "partialsType": "half"}`.
+
+        Unknown option names are ignored (Poplar has many this simulator does not model).
+
+        Raises:
+            ConfigurationError: if a known option has an invalid value.
+        """
+        options = dict(options or {})
+        text = options.get("availableMemoryProportion", DEFAULT_AVAILABLE_MEMORY_PROPORTION)
+        try:
+            proportion = float(text)
+        except (TypeError, ValueError):
+            proportion = -1.0
+        if not 0.0 < proportion <= 1.0:
+            raise ConfigurationError(
+                f"'{where}' expected availableMemoryProportion to be a number in (0, 1]. "
+                f"Received: availableMemoryProportion={text!r}")
+        partials = str(options.get("partialsType", "float")).lower()
+        if partials not in ("float", "half"):
+            raise ConfigurationError(
+                f"'{where}' expected partialsType to be 'float' or 'half'. "
+                f"Received: partialsType={options.get('partialsType')!r}")
+        return cls(proportion, partials)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """`groups` products of (m x k) @ (k x n); scales are distinct operand elements
+    per element of the operand matrix (1 for matmuls, < 1 for conv im2col inputs)."""
+
+    groups: int
+    m: int
+    k: int
+    n: int
+    dtype: str
+    out_itemsize: int
+    a_scale: float = 1.0
+    b_scale: float = 1.0
+    a_grouped: bool = True
+    b_grouped: bool = True
+    grouped_cols: bool = False    # convolutions: groups lie in the output's channel axis
+
+    @property
+    def out_size(self):
+        """Elements of the product's output matrix."""
+        return self.groups * self.m * self.n
+
+    @property
+    def macs(self):
+        return self.groups * self.m * self.k * self.n
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One partition of a `Problem` over tiles, with its per-tile cost."""
+
+    kind: str                 # "matmul" or "conv"
+    splits: tuple             # (output elements per chunk, k split, serial passes)
+    tiles: int                # tiles used
+    temp_bytes: int           # temporary bytes per used tile
+    receive_bytes: int        # bytes each used tile receives (all phases)
+    compute: int              # cycles on the busiest tile
+    exchange: int
+    supersteps: int
+    cycles: int               # compute + exchange + syncs (single-IPU scope)
+    fits: bool
+    vertex_types: tuple = ("amp",)
+    start: int = 0            # first tile, set when the plan is placed
+    per_tile: int = 0         # product output elements each tile owns in the end
+    partial_bytes: int = 4    # bytes of one partial sum
+
+    @property
+    def k_split(self):
+        return self.splits[1]
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class GatherPlan:
+    """A table lookup: indices broadcast to the table's tiles, rows sent to the output."""
+
+    kind: str
+    tiles: int                # table tiles
+    temp_bytes: int
+    receive_bytes: int
+    compute: int
+    exchange: int
+    supersteps: int
+    cycles: int
+    fits: bool = True
+    vertex_types: tuple = ("multislice",)
+    start: int = 0
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+# -- problems -----------------------------------------------------------------------------
+
+
+def problem_of(eqn):
+    """The `Problem` of a matmul-mapped equation."""
+    ins, out = [v.type for v in eqn.inputs], eqn.outputs[0].type
+    p = eqn.params
+    if eqn.op == "matmul":
+        return _matmul_problem(ins[0], ins[1], out, p)
+    if eqn.op in CONV_OPS:
+        return _conv_problem(eqn.op, ins, out, p)
+    n = out.shape[-1] if out.shape else 1
+    m = max(1, out.size // max(1, n))
+    k = max(1, _work_amount(eqn) // max(1, out.size))
+    sizes = [t.size for t in ins] + [1, 1]
+    return Problem(1, m, k, n, ins[0].dtype, out.itemsize,
+                   min(1.0, sizes[0] / (m * k)), min(1.0, sizes[1] / (k * n)))
+
+
+def _work_amount(eqn):
+    from ipu_keras._src.ops.registry import get_op
+
+    work = get_op(eqn.op).cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                               **eqn.params)
+    return int(work.amount)
+
+
+def _matmul_problem(a, b, out, p):
+    m, k = a.shape[-2:][::-1] if p.get("transpose_a") else a.shape[-2:]
+    n = b.shape[-2] if p.get("transpose_b") else b.shape[-1]
+    groups = math.prod(out.shape[:-2])
+    return Problem(groups, m, k, n, a.dtype, out.itemsize,
+                   a_grouped=math.prod(a.shape[:-2]) > 1, b_grouped=math.prod(b.shape[:-2]) > 1)
+
+
+def _conv_problem(op, ins, out, p):
+    if op == "conv":
+        x, w = ins
+        cg, o = w.shape[-2:]
+        groups = x.shape[-1] // cg
+        m, k, n = out.size // o, math.prod(w.shape[:-1]), o // groups
+        return Problem(groups, m, k, n, x.dtype, out.itemsize,
+                       a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
+    if op == "conv_input_grad":
+        w, dy = ins
+        cg, o = w.shape[-2:]
+        groups = out.shape[-1] // cg
+        m, k, n = dy.size // o, o // groups, math.prod(w.shape[:-1])
+        return Problem(groups, m, k, n, dy.dtype, out.itemsize, grouped_cols=True)
+    x, dy = ins
+    cg, o = out.shape[-2:]
+    groups = x.shape[-1] // cg
+    m, k, n = math.prod(out.shape[:-1]), dy.size // o, o // groups
+    return Problem(groups, m, k, n, x.dtype, out.itemsize,
+                   a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
+
+
+# -- candidates ---------------------------------------------------------------------------
+#
+# The product's output is a row-major [rows, cols] matrix: [groups * m, n] for matmuls
+# (groups outermost), [m, groups * n] for convolutions (groups in the channel axis). A
+# plan cuts it, in flat order, into chunks of `chunk` consecutive elements; each chunk is
+# computed by `k` tiles, one per slice of the contracted axis, and then reduced so that
+# each of those tiles owns `per_tile = ceil(chunk / k)` consecutive elements. The output
+# mapping is therefore the plain linear `Mapping(start, ceil(size / per_tile), per_tile)`
+# and every tile's operands follow from its chunk: the rows and columns the chunk
+# touches (`_touched`), whole for the tile's depth slice. `serial` passes split a
+# chunk's columns to reuse the same temporaries.
+
+
+def _split_values(size, tiles):
+    """Splits of a dimension: powers of two, divisors of the tile count, and the splits
+    giving power-of-two blocks; none larger than the dimension or the tiles."""
+    limit = max(1, min(size, tiles))
+    values = {1, limit}
+    values.update(d for d in range(1, limit + 1) if tiles % d == 0 and d <= limit)
+    b = 1
+    while b <= size:
+        values.add(min(limit, 1 << (b.bit_length() - 1)))
+        values.add(max(1, min(limit, math.ceil(size / b))))
+        b *= 2
+    return np.array(sorted(values), np.int64)
+
+
+def _layout(problem):
+    """(rows, cols, rows per group, cols per group) of the product's output matrix."""
+    g, m, n = problem.groups, problem.m, problem.n
+    if problem.grouped_cols:
+        return m, g * n, m, n
+    return g * m, n, m, n
+
+
+def _chunks(problem, tiles):
+    """Candidate chunk sizes: whole-row blocks and pieces of a row."""
+    rows, cols, _, _ = _layout(problem)
+    row_blocks = _ceil(rows, _split_values(rows, tiles)) * cols
+    pieces = _ceil(cols, _split_values(cols, tiles))
+    return np.unique(np.concatenate([row_blocks, pieces]))
+
+
+def _candidates(problem, tiles):
+    """Arrays of (chunk, k, serial) with at most `tiles` tiles used."""
+    rows, cols, _, _ = _layout(problem)
+    serial = [s for s in (1 << i for i in range(MAX_SERIAL_SPLITS.bit_length()))
+              if s <= max(1, cols)]
+    grids = np.meshgrid(_chunks(problem, tiles), _split_values(problem.k, tiles),
+                        np.array(serial), indexing="ij")
+    chunk, sk, ss = (g.ravel() for g in grids)
+    used = _ceil(rows * cols, chunk) * sk
+    keep = (used <= tiles) & (ss <= np.minimum(chunk, cols))
+    return chunk[keep], sk[keep], ss[keep]
+
+
+def _ceil(a, b):
+    return -(-a // b)
+
+
+def _touched(problem, chunk):
+    """Most (rows, cols, groups) of the output matrix one chunk touches. Chunks start at
+    multiples of `chunk`, so their offset in a row is a multiple of gcd(chunk, cols)."""
+    rows, cols, m, n = _layout(problem)
+    offset = cols - np.gcd(chunk, cols)
+    rt = np.minimum(rows, _ceil(offset + chunk, cols))
+    ct = np.minimum(chunk, cols)
+    if problem.grouped_cols:
+        start = n - np.gcd(chunk, n)
+        gt = np.where(chunk >= cols, problem.groups, _ceil(start + ct, n))
+    else:
+        gt = _ceil(m - np.gcd(np.maximum(1, chunk // cols), m) + rt, m)
+    return rt, ct, np.minimum(problem.groups, np.maximum(1, gt))
+
+
+def _operand_elements(problem, chunk, depth, ss):
+    """Elements of A (once) and of B (per serial pass) one tile needs."""
+    rt, ct, gt = _touched(problem, chunk)
+    if problem.grouped_cols:
+        a = rt * gt * depth                                  # field rows x their groups
+        b = _ceil(ct, ss) * depth
+    else:
+        a = (rt if problem.a_grouped else np.minimum(rt, problem.m)) * depth
+        b = (gt if problem.b_grouped else 1) * depth * _ceil(ct, ss)
+    return (np.ceil(a * problem.a_scale).astype(np.int64),
+            np.ceil(b * problem.b_scale).astype(np.int64))
+
+
+def partial_bytes(problem, options):
+    """Bytes of one partial sum: 2 for half partials of float16 inputs, else 4."""
+    half = options.partials_type == "half" and problem.dtype == "float16"
+    return 2 if half else 4
+
+
+def _evaluate(problem, options, target, tiles):
+    """Arrays over candidates: (splits, used tiles, temporaries, receive, cycle parts)."""
+    chunk, sk, ss = _candidates(problem, tiles)
+    # The k tiles of a chunk each own ceil(chunk / k) of its outputs (`Plan.per_tile`), so
+    # together they cover that many times k: the chunk the operands are needed for.
+    chunk = _ceil(chunk, sk) * sk
+    rows, cols, _, _ = _layout(problem)
+    depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
+    pbytes = partial_bytes(problem, options)
+    a_el, b_el = _operand_elements(problem, chunk, depth, ss)
+    a_bytes, b_bytes = a_el * item, b_el * item
+    used = _ceil(rows * cols, chunk) * sk
+    reduce = sk > 1
+    per_pass = _ceil(chunk, ss)
+    partials = np.where(reduce | (pbytes != problem.out_itemsize), per_pass * pbytes, 0)
+    owned = _ceil(chunk, sk)
+    recv_partials = np.where(reduce, owned * (sk - 1) * pbytes, 0)
+    temp = np.maximum(a_bytes + b_bytes + partials, partials + _ceil(recv_partials, ss))
+    pass_cycles = _amp_pass_cycles(problem, options, chunk, per_pass, depth, ss, target)
+    pass_cycles = pass_cycles + np.where(reduce, cost_model.vector_cycles(
+        _ceil(owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
+    exchange = plan_exchange_cycles(a_bytes + ss * b_bytes, recv_partials, ss, target)
+    supersteps = ss * np.where(reduce, 2, 1)
+    compute = ss * pass_cycles
+    cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
+    return (chunk, sk, ss), used, temp, a_bytes + ss * b_bytes + recv_partials, compute, \
+        exchange, supersteps, cycles, reduce
+
+
+def _amp_pass_cycles(problem, options, chunk, per_pass, depth, ss, target):
+    """Cycles of one serial pass's AMP vertex on a tile: its output block as (conv
+    groups, positions, channels per group), contracting `depth` (`cost.amp_vertex_cycles`
+    rounds channels up to the AMP's groups)."""
+    rt, ct, gt = _touched(problem, chunk)
+    cols = np.maximum(1, _ceil(ct, ss))
+    if problem.grouped_cols or problem.b_grouped:
+        groups = np.where(problem.grouped_cols, _ceil(cols, problem.n), gt)
+        groups = np.minimum(groups, problem.groups)
+    else:
+        groups = np.ones_like(cols)
+    per_group = np.minimum(cols, problem.n) if problem.grouped_cols else cols
+    field = _ceil(per_pass, np.maximum(1, groups * per_group))
+    return cost_model.amp_vertex_cycles(field, depth, per_group, problem.dtype, target,
+                                        conv_groups=groups,
+                                        partials_type=options.partials_type)
+
+
+def plan_exchange_cycles(operand_bytes, partial_bytes_, serial, target):
+    """Exchange cycles of a plan whose busiest tile receives `operand_bytes` over
+    `serial` passes (one exchange phase each) and `partial_bytes_` of partials (one
+    more phase per pass when k is split)."""
+    rate = target.exchange_bytes_per_cycle
+    latency = cost_model.EXCHANGE_LATENCY_CYCLES
+    operands = np.where(operand_bytes > 0, serial * latency + _ceil(operand_bytes, rate), 0)
+    partials = np.where(partial_bytes_ > 0, serial * latency + _ceil(partial_bytes_, rate), 0)
+    return operands + partials
+
+
+def choose_plan(problem, options, target, kind="matmul", where="matmul"):
+    """The plan for `problem` on `target` under `options` (see the module docstring)."""
+    plan, warning = _choose_cached(problem, options, target, kind)
+    if warning:
+        warnings.warn(f"{warning} Op: {where}.", stacklevel=2)
+    return plan
+
+
+@functools.lru_cache(maxsize=512)
+def _choose_cached(problem, options, target, kind):
+    tiles = target.tiles_per_ipu
+    splits, used, temp, receive, compute, exchange, steps, cycles, reduce = _evaluate(
+        problem, options, target, tiles)
+    budget = options.available_memory_proportion * target.bytes_per_tile
+    fits = temp <= budget
+    warning = None
+    if fits.any():
+        index = np.lexsort((temp, np.where(fits, cycles, np.iinfo(np.int64).max)))[0]
+    else:
+        index = np.lexsort((cycles, temp))[0]
+        warning = (
+            f"The {kind} planner found no plan whose temporary memory fits in "
+            f"availableMemoryProportion={options.available_memory_proportion} "
+            f"({int(budget)} bytes per tile); using the plan with the least temporary memory "
+            f"({int(temp[index])} bytes per tile). Received: {problem.groups} x "
+            f"({problem.m} x {problem.k}) @ ({problem.k} x {problem.n}) {problem.dtype}, "
+            f"{tiles} tiles of {target.bytes_per_tile} bytes.")
+    plan = Plan(kind, tuple(int(s[index]) for s in splits), int(used[index]),
+                int(temp[index]), int(receive[index]), int(compute[index]),
+                int(exchange[index]), int(steps[index]), int(cycles[index]),
+                bool(fits[index]),
+                ("amp", "reduce_partials") if reduce[index] else ("amp",),
+                per_tile=int(_ceil(splits[0][index], splits[1][index])),
+                partial_bytes=partial_bytes(problem, options))
+    return plan, warning
+
+
+def plan_gather(table_tiles, table_per_tile, indices_nbytes, out_type, out_per_tile, dtype,
+                target):
+    """A `GatherPlan` for gathering `out_type` rows from a table on `table_tiles` tiles."""
+    item = out_type.itemsize
+    looked_up = min(_ceil(out_type.size, table_tiles), max(table_per_tile, 1))
+    copy = cost_model.compute_cycles("copy", looked_up, dtype, target)
+    exchange = (cost_model.exchange_cycles(indices_nbytes, target)
+                + cost_model.exchange_cycles(out_per_tile * item, target))
+    temp = indices_nbytes + looked_up * item
+    cycles = copy + exchange + 2 * cost_model.sync_cycles(target)
+    return GatherPlan("gather", table_tiles, temp, indices_nbytes + out_per_tile * item,
+                      copy, exchange, 2, cycles)
+
+
+def options_for(op, matmul_options, conv_options):
+    return conv_options if op in CONV_OPS else matmul_options

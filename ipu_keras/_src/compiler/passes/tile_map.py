@@ -1,0 +1,241 @@
+"""Tile mapping: where the elements of every value live, and how each big op is planned.
+
+A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
+`tiles` consecutive tiles from `start`. The rules, by the op's mapping preference
+(`ops/registry.py`):
+
+* "elementwise": the output keeps the mapping of an operand of its shape, so the op
+  needs no exchange for it;
+* "matmul" (matmuls, convolutions): the planner (`planner.py`) chooses a partition
+  for the target and the `poplar_options`; the output is laid out as the plan
+  partitions it (contiguous chunks of the plan's `per_tile`, tile by tile from its
+  first tile). Gathers get a `GatherPlan` next to their table;
+* "reduce": the output is mapped linearly (reductions map their outputs; the inputs
+  stay where they are and are reduced in place first);
+* views (ops with no work whose output has the input's bytes: `reshape`, `bitcast`)
+  alias their input's mapping and memory;
+* everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
+  tile, each new value starting where the previous ended so that small values do
+  not all land on tile 0. Variables are mapped first, then the graph inputs.
+
+On a device of several IPUs an IPU is a range of `tiles_per_ipu` global tiles: every
+value is mapped inside the range of the IPU its equation runs on (`Equation.shard`,
+filled in by the `shard` pass; a variable on the IPU of its reads and writes, a graph
+input on that of its first user), one allocation cursor per IPU. A value never spans
+two IPUs; moving one between IPUs is an `ipu_copy`.
+"""
+import dataclasses
+import functools
+import math
+
+import numpy as np
+
+from ipu_keras._src.compiler.passes import planner
+from ipu_keras._src.compiler.passes.shard import input_shards, variable_shards
+from ipu_keras._src.compiler.passes.stages import is_backward
+from ipu_keras._src.ops.registry import get_op
+
+GRAIN_BYTES = 64
+"""Minimum bytes of one value on a tile: one 64-byte chunk, 8 loads of the 64-bit
+datapath, so a tile never gets a sliver smaller than a few vector instructions."""
+
+GATHER_OPS = ("gather", "gather_nd")
+"""Ops planned as table lookups (embeddings)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapping:
+    start: int
+    tiles: int
+    per_tile: int
+
+    # Cached (read-only arrays): the passes ask for the same mappings' bounds thousands
+    # of times (40,811 calls compiling ResNet-50's training step).
+    @functools.lru_cache(maxsize=1 << 14)
+    def elements(self, size, num_tiles):
+        """Elements per tile as a read-only vector of length `num_tiles`."""
+        lo, hi = self.bounds(size, num_tiles)
+        elements = hi - lo
+        elements.flags.writeable = False
+        return elements
+
+    @functools.lru_cache(maxsize=1 << 14)
+    def bounds(self, size, num_tiles):
+        """Per tile, the flat index range [lo, hi) of the elements it holds (read-only)."""
+        lo = np.zeros(num_tiles, dtype=np.int64)
+        hi = np.zeros(num_tiles, dtype=np.int64)
+        if size:
+            chunks = np.arange(math.ceil(size / self.per_tile))
+            tiles = (self.start + chunks) % num_tiles
+            lo[tiles] = chunks * self.per_tile
+            hi[tiles] = np.minimum(size, (chunks + 1) * self.per_tile)
+        lo.flags.writeable = hi.flags.writeable = False
+        return lo, hi
+
+    def tile_range(self, num_tiles):
+        """The tiles this mapping uses (sorted)."""
+        return np.sort((self.start + np.arange(self.tiles)) % num_tiles)
+
+
+@dataclasses.dataclass(frozen=True)
+class TileMap:
+    values: dict          # value id -> Mapping
+    variables: list       # variable index -> Mapping
+    num_tiles: int
+    plans: dict = dataclasses.field(default_factory=dict)    # output value id -> plan
+    aliases: dict = dataclasses.field(default_factory=dict)  # view value id -> source id
+    tiles_per_ipu: int = 0
+    target: object = None     # the `Target` mapped onto (its rates choose reduction trees)
+    # equation -> its received bytes per tile (`traffic.received_bytes`, asked by the
+    # memory plan and the lowering alike), filled as they ask
+    received: dict = dataclasses.field(default_factory=dict, init=False, compare=False,
+                                       repr=False)
+
+    def plan_of(self, eqn):
+        return self.plans.get(eqn.outputs[0].id) if eqn.outputs else None
+
+
+def is_view(eqn):
+    """Whether `eqn`'s output is a view of its first input (no work, same bytes)."""
+    if len(eqn.inputs) < 1 or len(eqn.outputs) != 1 or get_op(eqn.op).engine:
+        return False
+    out, src = eqn.outputs[0].type, eqn.inputs[0].type
+    if out.nbytes != src.nbytes:
+        return False
+    opdef = get_op(eqn.op)
+    work = opdef.cost([v.type for v in eqn.inputs], [out], **eqn.params)
+    return work.kind == "none" and opdef.mapping != "engine"
+
+
+class _Planner:
+    def __init__(self, target, matmul_options, conv_options):
+        self.target = target
+        self.num_tiles = target.num_tiles
+        self.per_ipu = target.tiles_per_ipu
+        self.options = (matmul_options, conv_options)
+        self.cursors = [0] * target.num_ipus   # next free tile offset within each IPU
+        self.ipu = 0                            # the IPU being mapped onto
+        self.stage_options = {}                 # (stage, direction) -> options of a stage
+        self.values = {}
+        self.plans = {}
+        self.aliases = {}
+
+    def linear(self, type_, tiles=None):
+        grain = max(1, GRAIN_BYTES // type_.itemsize)
+        if tiles is None:
+            tiles = math.ceil(type_.size / grain)
+        tiles = max(1, min(self.per_ipu, tiles))
+        return Mapping(self._take(tiles), tiles, max(1, math.ceil(type_.size / tiles)))
+
+    def _take(self, tiles):
+        """The first global tile of `tiles` consecutive tiles on the current IPU."""
+        offset = self.cursors[self.ipu]
+        if len(self.cursors) > 1 and offset + tiles > self.per_ipu:
+            offset = 0    # stay on this IPU (one IPU wraps around onto itself)
+        self.cursors[self.ipu] = (offset + tiles) % self.per_ipu
+        return self.ipu * self.per_ipu + offset
+
+    def graph(self, graph, variables):
+        for eqn in graph.equations:
+            self.equation(eqn, variables)
+
+    def equation(self, eqn, variables):
+        opdef = get_op(eqn.op)
+        self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
+        if eqn.op == "read_var":
+            self.values[eqn.outputs[0].id] = variables[eqn.params["var"]]
+            return
+        for sub in eqn.subgraphs():
+            # A body's inputs are the trailing operands (an `if` also takes a predicate).
+            operands = eqn.inputs[len(eqn.inputs) - len(sub.inputs):]
+            for inner, outer in zip(sub.inputs, operands):
+                self.values[inner.id] = self.values.get(outer.id) or self.linear(outer.type)
+            self.graph(sub, variables)
+            self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
+        for i, out in enumerate(eqn.outputs):
+            self.values[out.id] = self._choose(opdef, eqn, i, out)
+
+    def _choose(self, opdef, eqn, i, out):
+        if eqn.op == "while":
+            return self.values.get(eqn.inputs[i].id) or self.linear(out.type)
+        if i == 0 and opdef.mapping == "matmul" and len(eqn.inputs) >= 2:
+            return self._matmul(eqn, out)
+        if i == 0 and eqn.op in GATHER_OPS and eqn.inputs[0].id in self.values:
+            return self._gather(eqn, out)
+        if is_view(eqn) and eqn.inputs[0].id in self.values:
+            self.aliases[out.id] = self.aliases.get(eqn.inputs[0].id, eqn.inputs[0].id)
+            return self.values[eqn.inputs[0].id]
+        if opdef.mapping == "elementwise":
+            for v in eqn.inputs:
+                if v.type.shape == out.type.shape and v.id in self.values:
+                    return self.values[v.id]
+        return self.linear(out.type)
+
+    def _matmul(self, eqn, out):
+        problem = planner.problem_of(eqn)
+        if problem.macs == 0:
+            # An empty product, or a zero-length contraction (a fill of zeros): there is
+            # nothing to plan, and the op's own cost rule prices it.
+            return self.linear(out.type)
+        direction = "backward" if is_backward(eqn) else "forward"
+        options = planner.options_for(
+            eqn.op, *self.stage_options.get((eqn.stage, direction), self.options))
+        kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
+        plan = planner.choose_plan(problem, options, self.target, kind,
+                                   where=f"{eqn.op} {out.type} from {eqn.source}")
+        start = self._take(plan.tiles)
+        # The output follows the plan: tile i owns product elements [i*q, (i+1)*q).
+        chunks = math.ceil(problem.out_size / plan.per_tile)
+        mapping = Mapping(start, min(chunks, self.per_ipu),
+                          max(1, math.ceil(out.type.size / chunks)))
+        self.plans[out.id] = dataclasses.replace(plan, start=start)
+        return mapping
+
+    def _gather(self, eqn, out):
+        table = self.values[eqn.inputs[0].id]
+        mapping = self.linear(out.type)
+        indices = eqn.inputs[1].type.nbytes if len(eqn.inputs) > 1 else 0
+        plan = planner.plan_gather(table.tiles, table.per_tile, indices, out.type,
+                                   mapping.per_tile, out.type.dtype, self.target)
+        self.plans[out.id] = dataclasses.replace(plan, start=table.start)
+        return mapping
+
+
+def _stage_options(graph, matmul_options, conv_options):
+    """(stage, "forward"/"backward") -> (matmul, conv) PlanOptions of pipeline stages
+    given `PipelineStageOptions`; each overrides the config's options it names."""
+    table = {}
+    for eqn in graph.walk():
+        for direction, stages in ((eqn.pipeline or {}).get("stage_options") or {}).items():
+            for stage, options in enumerate(stages):
+                table[(stage, direction)] = tuple(
+                    _override(base, options[kind], f"{direction} stage {stage} {kind} options")
+                    for base, kind in ((matmul_options, "matmul"), (conv_options, "conv")))
+    return table
+
+
+def _override(base, options, where):
+    text = {"availableMemoryProportion": str(base.available_memory_proportion),
+            "partialsType": base.partials_type}
+    return planner.PlanOptions.from_poplar_options({**text, **options}, where)
+
+
+def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
+    """Map every value of `graph` onto `target`'s tiles; plan matmuls, convs and gathers.
+
+    `matmul_options`/`conv_options` are `planner.PlanOptions` (defaults if None).
+    """
+    matmul_options = matmul_options or planner.PlanOptions()
+    conv_options = conv_options or planner.PlanOptions()
+    planner_ = _Planner(target, matmul_options, conv_options)
+    planner_.stage_options = _stage_options(graph, matmul_options, conv_options)
+    variables = []
+    for spec, ipu in zip(graph.variables, variable_shards(graph)):
+        planner_.ipu = min(ipu, target.num_ipus - 1)
+        variables.append(planner_.linear(spec.type))
+    for value, ipu in zip(graph.inputs, input_shards(graph)):
+        planner_.ipu = min(ipu, target.num_ipus - 1)
+        planner_.values[value.id] = planner_.linear(value.type)
+    planner_.graph(graph, variables)
+    return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
+                   planner_.aliases, target.tiles_per_ipu, target)

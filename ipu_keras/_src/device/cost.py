@@ -1,0 +1,220 @@
+"""The cost model: turns work on one tile, bytes moved and syncs into cycles on a target.
+
+Every rate comes from the target description (`device/targets.py`, derived from
+`IPU_REFERENCE.md` section 1); the few constants here are overheads, each documented
+as an estimate. The compiler calls these functions at compile time; nothing here runs
+on the engine's hot path.
+
+The model, per compute set (a superstep: sync, exchange, compute):
+
+* vector work (elementwise, reductions): a tile's elements are split evenly over its
+  `workers_per_tile` worker contexts; a worker issues one instruction every
+  `workers_per_tile` cycles (barrel scheduling) and one instruction processes
+  `vector_elements_per_cycle(dtype)` elements (the 64-bit datapath: 2 x float32,
+  4 x float16; integers 1). So a tile with `e` elements takes
+  `workers * ceil(ceil(e / workers) * instructions_per_element / width)` cycles.
+* AMP work of a matmul or convolution (the ops `compiler/passes/planner.py` plans):
+  `amp_vertex_cycles` per tile and serial pass, poplin's 1x1 AMP vertex estimate. The
+  tile's block is rounded up to whole input x output channel groups (`amp_groups`, from
+  the target's AMP rate for the input dtype and partials type, if the target lists a
+  separate rate as "float16.half"); each group pass pays supervisor cycles, its weight
+  load and the workers' pipeline fill; the vector path is charged instead when cheaper.
+  Other AMP work (`compute_cycles("amp", ...)`, ops the planner does not plan):
+  multiply-accumulates / the target's AMP rate for the input dtype.
+* copies: bytes / `memcpy_bytes_per_cycle`.
+* every vertex but the planned AMP one (its overheads above) pays
+  `VERTEX_OVERHEAD_CYCLES` (the supervisor launching workers); an
+  elementwise op's loop costs `ELEMENTWISE_LOOP_CYCLES` per vector instruction (its
+  loads and store), reductions and partial sums one.
+* a compute set costs its slowest tile; an exchange costs the bytes its busiest tile
+  receives / `exchange_bytes_per_cycle` plus `EXCHANGE_LATENCY_CYCLES`.
+* a sync costs `internal_sync_cycles` within one IPU, `external_sync_cycles` when
+  the superstep spans IPUs or involves the host (stream copies).
+* host I/O: bytes over the host link (`host_link_bytes_per_second` at `clock_hz`).
+* an inter-IPU copy: its bytes over the IPU-Links of one IPU
+  (`ipu_link_bytes_per_second` at `clock_hz`) plus `IPU_LINK_LATENCY_CYCLES`, on top of
+  the exchange that lands them on the destination tiles and an external sync.
+"""
+import math
+
+import numpy as np
+
+VERTEX_OVERHEAD_CYCLES = 11 + 6 * 29
+"""Published (popops `BinaryOp1D` float estimate): the supervisor's 11 cycles to launch
+one elementwise vertex plus 29 fixed worker cycles, six times over (barrel scheduling)."""
+
+ELEMENTWISE_LOOP_CYCLES = 3
+"""Published (popops `binaryOpInnerLoopCycles`): worker cycles per 64-bit vector of an
+elementwise op's inner loop, one for the operation and two for its loads and store."""
+
+TRANSCENDENTAL_CYCLES = 8
+"""Estimate: vector-instruction equivalents of one exp/log/tanh-class element."""
+
+EXCHANGE_LATENCY_CYCLES = 30
+"""Estimate: fixed cost of one exchange phase (programming the exchange, first word)."""
+
+IPU_LINK_LATENCY_CYCLES = 700
+"""Estimate: fixed cost of one transfer over the IPU-Links (link serialisation and
+flight, about half a microsecond at 1.33 GHz)."""
+
+AMP_PASS_CYCLES = {"float16": 4, "float32": 8}
+"""Published (poplin `PerformanceEstimation.hpp`, `coreCycles` of the 1x1 AMP vertex):
+cycles for one output position to pass through one input x output channel group of the
+AMP with all six workers busy; 4 for half inputs, 8 for float inputs."""
+
+AMP_IN_GROUP = {"float16": 16, "float32": 8}
+"""Published (poplin `ConvVertexType.cpp`): input channels per AMP pass, the conv chain
+length (4) x the elements of one 64-bit input load (4 half, 2 float). The output channels
+per pass (the conv units) follow from the rate: `rate * AMP_PASS_CYCLES / AMP_IN_GROUP`
+(Mk2: 16 for both dtypes; Mk1: 8), as `amp_groups` derives."""
+
+AMP_SUPERVISOR_CYCLES = 50
+"""Published (poplin 1x1 AMP vertex estimate, `supervisorNonloopOverhead`)."""
+
+AMP_GROUP_CYCLES = 22
+"""Published (same estimate): per conv group, 12 + 10 supervisor cycles around its loops."""
+
+AMP_PASS_OVERHEAD_CYCLES = 26
+"""Published (same estimate): per input x output channel-group pass, 19 + 7 supervisor
+cycles, on top of loading that pass's weights."""
+
+AMP_WORKER_OVERHEAD = 46
+"""Published (same estimate): worker cycles of one pass for up to 3 output positions
+(pipeline fill and drain); each further position costs `AMP_PASS_CYCLES`. Worker cycles
+count six times in tile cycles (the six workers are barrel-scheduled)."""
+
+AMP_COEFF_LOAD_BYTES_PER_CYCLE = 16
+"""Published (poplin `getConvPartialAmpSupervisorWeightLoadCycleEstimate`): weights load
+into the conv units with 128-bit loads, 16 bytes per cycle."""
+
+PARTIALS_BYTES = {"float": 4, "half": 2}
+"""Bytes of one matmul/conv partial sum per `partialsType`."""
+
+
+def _width(dtype, target):
+    """Elements per vector instruction (one instruction per cycle on a busy tile)."""
+    if hasattr(target, "vector_elements_per_cycle"):
+        return target.vector_elements_per_cycle(dtype)
+    if dtype == "float16":
+        return 2 * target.vector_flops_per_cycle
+    return target.vector_flops_per_cycle if dtype in ("float32", "float64") else 1
+
+
+def worker_cycles(elements, dtype, target, instructions_per_element=1, loop_cycles=1):
+    """Cycles for one tile's workers to process `elements` (int or numpy array), each
+    vector instruction costing `loop_cycles` worker cycles."""
+    workers = target.workers_per_tile
+    per_worker = -(-np.asarray(elements, np.int64) // workers)
+    width = _width(dtype, target)
+    out = workers * (-(-(per_worker * instructions_per_element) // width)) * loop_cycles
+    return int(out) if np.ndim(out) == 0 else out
+
+
+def vector_cycles(elements, dtype, target, instructions_per_element=1, loop_cycles=1):
+    """Cycles of one vector vertex over `elements` on a tile, overhead included."""
+    e = np.asarray(elements, np.int64)
+    cycles = worker_cycles(e, dtype, target, instructions_per_element, loop_cycles)
+    out = np.where(e > 0, VERTEX_OVERHEAD_CYCLES + cycles, 0)
+    return int(out) if out.ndim == 0 else out
+
+
+def amp_rate(dtype, partials_type, target):
+    """AMP multiply-accumulates per tile per cycle for an input dtype and partials type."""
+    key = "float16" if np.dtype(dtype) == np.float16 else "float32"
+    return target.amp_macs_per_cycle.get(f"{key}.{partials_type}", target.amp_macs(dtype))
+
+
+def amp_groups(dtype, target, partials_type="float"):
+    """(input channels, output channels) of one AMP pass for an input dtype (the output
+    channels from `amp_rate`, so a target's separate half-partials rate counts)."""
+    key = "float16" if np.dtype(dtype) == np.float16 else "float32"
+    core, in_group = AMP_PASS_CYCLES[key], AMP_IN_GROUP[key]
+    return in_group, max(1, amp_rate(dtype, partials_type, target) * core // in_group)
+
+
+def amp_vertex_cycles(field, depth, cols, dtype, target, conv_groups=1,
+                      partials_type="float"):
+    """Cycles of one matmul/conv vertex on a tile: `field` output positions by `cols`
+    output channels (per conv group), contracting `depth` elements.
+
+    The AMP runs whole channel groups (`amp_groups`): depth and cols are rounded up to
+    them, so a 1-channel operand wastes lanes. Each group pass pays the supervisor, a
+    weight load and the workers' pipeline fill (poplin's 1x1 AMP vertex estimate). When
+    the vector path is cheaper (few output channels: poplin's horizontal MAC vertex, one
+    multiply-accumulate per lane per instruction) it is charged instead. `partials_type`
+    picks the AMP rate (`amp_rate`). Arguments may be numpy arrays (one vertex per
+    entry)."""
+    field, depth, cols = (np.asarray(a, np.int64) for a in (field, depth, cols))
+    key = "float16" if np.dtype(dtype) == np.float16 else "float32"
+    in_group, out_group = amp_groups(dtype, target, partials_type)
+    passes = conv_groups * -(-depth // in_group) * -(-cols // out_group)
+    loads = out_group * in_group * np.dtype(key).itemsize // AMP_COEFF_LOAD_BYTES_PER_CYCLE
+    workers = target.workers_per_tile
+    per_worker = -(-field // workers)
+    inner = workers * (AMP_WORKER_OVERHEAD
+                       + np.maximum(0, per_worker - 3) * AMP_PASS_CYCLES[key])
+    amp = (AMP_SUPERVISOR_CYCLES + conv_groups * AMP_GROUP_CYCLES
+           + passes * (AMP_PASS_OVERHEAD_CYCLES + loads + inner))
+    vector = VERTEX_OVERHEAD_CYCLES + worker_cycles(conv_groups * field * cols * depth,
+                                                    key, target)
+    out = np.where(field * depth * cols > 0, np.minimum(amp, vector), 0)
+    return int(out) if out.ndim == 0 else out
+
+
+def compute_cycles(kind, units, dtype, target):
+    """Cycles one tile spends doing `units` of work of `kind` on elements of `dtype`."""
+    if kind == "none" or units <= 0:
+        return 0
+    if kind == "amp":
+        return VERTEX_OVERHEAD_CYCLES + math.ceil(units / target.amp_macs(dtype))
+    if kind == "copy":
+        itemsize = np.dtype(dtype).itemsize
+        return VERTEX_OVERHEAD_CYCLES + math.ceil(units * itemsize / target.memcpy_bytes_per_cycle)
+    factor = TRANSCENDENTAL_CYCLES if kind == "transcendental" else 1
+    return vector_cycles(int(units), dtype, target, factor, ELEMENTWISE_LOOP_CYCLES)
+
+
+def exchange_cycles(bytes_received, target):
+    """Cycles of an exchange phase in which the busiest tile receives `bytes_received`.
+
+    Accepts an int or a numpy array (one exchange per entry)."""
+    if np.ndim(bytes_received):
+        b = np.asarray(bytes_received, np.int64)
+        return np.where(b > 0, EXCHANGE_LATENCY_CYCLES + -(-b // target.exchange_bytes_per_cycle),
+                        0)
+    if bytes_received <= 0:
+        return 0
+    return EXCHANGE_LATENCY_CYCLES + math.ceil(bytes_received / target.exchange_bytes_per_cycle)
+
+
+def host_io_cycles(nbytes, target):
+    """Cycles to stream `nbytes` between host and device over the host link."""
+    if nbytes <= 0:
+        return 0
+    return math.ceil(nbytes / target.host_link_bytes_per_second * target.clock_hz)
+
+
+def sync_cycles(target, external=False):
+    """Cycles of one sync: internal (one IPU) or external (all IPUs, or the host)."""
+    return target.external_sync_cycles if external else target.internal_sync_cycles
+
+
+def all_reduce_cycles(nbytes, replicas, target):
+    """Cycles of a ring all-reduce of `nbytes` on each of `replicas` replicas.
+
+    A ring reduce-scatter then all-gather: 2 (R - 1) steps, each moving 1/R of the
+    tensor to the next replica over the IPU-Links and synchronising every IPU (an
+    external sync); nothing when there is one replica."""
+    if replicas <= 1 or nbytes <= 0:
+        return 0
+    steps = 2 * (replicas - 1)
+    chunk = math.ceil(nbytes / replicas)
+    return steps * (ipu_link_cycles(chunk, target) + sync_cycles(target, external=True))
+
+
+def ipu_link_cycles(nbytes, target):
+    """Cycles to move `nbytes` from one IPU to another over its IPU-Links."""
+    if nbytes <= 0:
+        return 0
+    return IPU_LINK_LATENCY_CYCLES + math.ceil(
+        nbytes / target.ipu_link_bytes_per_second * target.clock_hz)

@@ -1,0 +1,145 @@
+"""`compile_for_ipu`: the one entry point from a traced IR graph to an `Executable`.
+
+Both callers (`_executor.py` for `ipu_compiler.compile` and `IPUStrategy.run`, and
+`keras/program.py` for Keras steps) come through here. It owns what surrounds the
+compiler: reading the active `IPUConfig` (target, planner options, code size),
+the executable cache (`IPUConfig.executable_cache_path`, else
+`TF_POPLAR_FLAGS=--executable_cache_path`; files by `compiler/cache.py`), the
+progress bar (`--show_progress_bar`, `_progress.py`), the reports
+(`POPLAR_ENGINE_OPTIONS` autoReport or `profiling.enable_reports`, written by
+`ipu_keras/_src/reports/`) and the tensor map file (`--tensor_map_file_path`). The
+compiler itself (`compiler/pipeline.py`) knows none of these.
+
+When reports are on, the graph is compiled with out-of-memory deferred so that a
+report of a model that does not fit is still written; the error is raised after.
+"""
+import logging
+
+from ipu_keras import config as ipu_config
+from ipu_keras._src import flags
+from ipu_keras._src import reports
+from ipu_keras._src.gc_pause import collection_paused
+from ipu_keras._src.driver.progress import CompileProgress
+from ipu_keras._src.compiler import cache
+from ipu_keras._src.compiler.passes.memory import allow_out_of_memory
+from ipu_keras._src.compiler.pipeline import compile_graph
+from ipu_keras.errors import ExecutableFormatError, OutOfTileMemoryError
+
+logger = logging.getLogger("ipu_keras")
+
+
+def cache_directory(cfg):
+    """The executable cache directory: the IPUConfig option, else the flag; '' for none."""
+    path = cfg.executable_cache_path or flags.get_flag("executable_cache_path", "")
+    return "" if path is True else str(path)
+
+
+def compile_options(cfg):
+    """The options of `compile_graph` that the config and environment decide."""
+    return {
+        "compile_ipu_code": bool(cfg.ipu_model.compile_ipu_code),
+        "matmul_options": dict(cfg.matmuls.poplar_options),
+        "conv_options": dict(cfg.convolutions.poplar_options),
+        "allow_oom": allow_out_of_memory(),
+    }
+
+
+@collection_paused()
+def compile_for_ipu(graph, cfg=None, name=""):
+    """Compiles `graph` for the device `cfg` describes, through the executable cache.
+
+    Args:
+        graph: The traced IR graph.
+        cfg: An `IPUConfig`; None for the active one (`config.get_active_config()`).
+        name: A name for logs, progress and the report directory (e.g. the function's).
+
+    Returns:
+        Executable: compiled now or loaded from the cache. Its `info["cache"]` says
+        which ("hit", "miss" or "off") and, with a cache, its `key`.
+
+    Raises:
+        OutOfTileMemoryError: if the graph does not fit (unless out-of-memory is allowed).
+    """
+    cfg = ipu_config.get_active_config() if cfg is None else cfg
+    target = cfg.target()
+    options = compile_options(cfg)
+    directory = cache_directory(cfg)
+    report_dir = reports.reports_directory()
+    map_file = flags.get_flag("tensor_map_file_path", "")
+    key = None
+    if directory or report_dir or map_file:
+        key = cache.cache_key(graph, target.to_dict(), options)
+    executable = _cached(directory, key, name) if directory else None
+    status = "hit" if executable is not None else ("miss" if directory else "off")
+    if executable is None:
+        executable = _compile(graph, target, options, name, defer_oom=bool(report_dir))
+        if directory:
+            _store(directory, key, executable)
+    executable.info["cache"] = {"status": status, "key": key}
+    _say_replicas(target.num_ipus, executable.target["num_ipus"])
+    if report_dir:
+        reports.write_compiled(executable, report_dir, name, key)
+    if map_file and map_file is not True:
+        reports.write_tensor_map_file(map_file, executable, name, key)
+    _raise_deferred_oom(executable, options)
+    return executable
+
+
+def _compile(graph, target, options, name, defer_oom):
+    progress = CompileProgress(name)
+    try:
+        return compile_graph(graph, target, options["compile_ipu_code"],
+                             matmul_options=options["matmul_options"],
+                             conv_options=options["conv_options"],
+                             allow_oom=options["allow_oom"] or defer_oom, on_pass=progress)
+    finally:
+        progress.finish()
+
+
+_SAID_REPLICAS = set()
+
+
+def _say_replicas(device_ipus, replica_ipus):
+    """Says once per (device, graph) size how many replicas the device runs."""
+    replicas = device_ipus // replica_ipus
+    if replicas > 1 and (device_ipus, replica_ipus) not in _SAID_REPLICAS:
+        _SAID_REPLICAS.add((device_ipus, replica_ipus))
+        logger.info(
+            "The device has %d IPUs and the graph uses %d (its shards): %d replicas of it "
+            "run, each on its own share of the infeeds.", device_ipus, replica_ipus,
+            replicas)
+
+
+def _raise_deferred_oom(executable, options):
+    error = executable.memory.get("out_of_memory")
+    if error and not options["allow_oom"]:
+        raise OutOfTileMemoryError(**error)
+
+
+def _cached(directory, key, name):
+    try:
+        executable = cache.load(directory, key)
+    except ExecutableFormatError as e:
+        logger.warning("The executable cache entry %s of '%s' is damaged (%s); it is being "
+                       "recompiled and replaced.", cache.entry_path(directory, key),
+                       name or "graph", e)
+        return None
+    if executable is not None:
+        logger.info("Loaded executable from cache %s for '%s'.",
+                    cache.entry_path(directory, key), name or "graph")
+    return executable
+
+
+def _store(directory, key, executable):
+    try:
+        path = cache.store(directory, key, executable)
+    except OSError as e:
+        logger.warning("Could not write the executable cache entry in '%s': %s. The "
+                       "executable was compiled and is used, but it is not cached; expected a "
+                       "writable directory with free space. Received: executable_cache_path=%r",
+                       directory, e, directory)
+        return
+    logger.debug("Stored executable in cache %s.", path)
+
+
+__all__ = ["cache_directory", "compile_for_ipu", "compile_options"]

@@ -1,0 +1,135 @@
+"""Constants, variables and host streams: the ops that touch device state.
+
+`const` holds its value in params. `read_var`/`write_var` name a variable of the
+top-level graph by index; `infeed`/`outfeed` name a stream. All but `const` are run by
+the engine itself (they move data between buffers, no codelet) and all but `const`
+and `read_var` are effects that passes must keep in order.
+"""
+import numpy as np
+
+from ipu_keras._src.ir.types import TensorType, type_of
+from ipu_keras._src.ops._common import no_cost
+from ipu_keras._src.ops.collective import import_marked
+from ipu_keras._src.ops.registry import Work, register_op, tf_import
+
+WRITE_MODES = ("assign", "add", "sub")
+
+
+def _const_shape(in_types, *, value):
+    return [type_of(value)]
+
+
+register_op("const", shape=_const_shape, kernel=lambda *, value: value, cost=no_cost,
+            mapping="linear")
+
+
+def _read_shape(in_types, *, var, type):
+    return [type]
+
+
+register_op("read_var", shape=_read_shape, cost=no_cost, mapping="engine", engine=True)
+
+
+def _write_shape(in_types, *, var, mode):
+    assert mode in WRITE_MODES, mode
+    return []
+
+
+def _write_cost(in_types, out_types, *, var, mode):
+    return Work("vector" if mode != "assign" else "copy", in_types[0].size)
+
+
+register_op("write_var", shape=_write_shape, cost=_write_cost, mapping="engine",
+            effect=True, engine=True)
+
+
+def _infeed_shape(in_types, *, infeed, types):
+    return list(types)
+
+
+def _feed_cost(in_types, out_types, **_):
+    return Work("copy", sum(t.nbytes for t in list(in_types) + list(out_types)))
+
+
+register_op("infeed", shape=_infeed_shape, cost=_feed_cost, mapping="engine",
+            effect=True, engine=True)
+
+
+def _outfeed_shape(in_types, *, outfeed):
+    return []
+
+
+register_op("outfeed", shape=_outfeed_shape, cost=_feed_cost, mapping="engine",
+            effect=True, engine=True)
+
+
+@tf_import("Const")
+def _import_const(node, b):
+    return b.const(node.attr("value"))
+
+
+@tf_import("ReadVariableOp")
+def _import_read(node, b):
+    ref = node.inputs[0]
+    return b.emit("read_var", [], var=node.variable_index(ref), type=node.out_types[0])
+
+
+def _writer(mode):
+    def importer(node, b):
+        ref, value = node.inputs
+        b.emit("write_var", [value], var=node.variable_index(ref), mode=mode)
+        return []
+
+    return importer
+
+
+tf_import("AssignVariableOp")(_writer("assign"))
+tf_import("AssignAddVariableOp")(_writer("add"))
+tf_import("AssignSubVariableOp")(_writer("sub"))
+
+
+@tf_import("VariableShape")
+def _import_variable_shape(node, b):
+    shape = node.variable_type(node.inputs[0]).shape
+    return b.const(shape, dtype=node.attr("out_type", "int32"))
+
+
+@tf_import("IteratorGetNext")
+def _import_infeed(node, b):
+    index = node.infeed_index(node.inputs[0], node.out_types)
+    return b.emit("infeed", [], infeed=index, types=tuple(node.out_types))
+
+
+def write_kernel(mode):
+    """The numpy update a variable write applies: new value from (old, operand)."""
+    if mode == "assign":
+        return lambda old, x: np.asarray(x, dtype=old.dtype)
+    if mode == "add":
+        return lambda old, x: np.add(old, x, dtype=old.dtype)
+    return lambda old, x: np.subtract(old, x, dtype=old.dtype)
+
+
+__all__ = ["TensorType", "WRITE_MODES", "write_kernel"]
+
+
+@tf_import("Identity", "IdentityN")
+def _import_identity(node, b):
+    """Pass values through; an IdentityN marked by `IPUOutfeedQueue.enqueue` is an outfeed,
+    one marked by `cross_replica_ops` or `replication_ops` a collective (`collective.py`)."""
+    collective = import_marked(node, b)
+    if collective is not None:
+        return collective
+    queue = node.attr("_ipu_outfeed", None)
+    if queue is not None:
+        values = list(node.inputs)
+        b.emit("outfeed", values, outfeed=node.outfeed_index(queue, [v.type for v in values]))
+    return list(node.inputs)
+
+
+@tf_import("ResourceApplyGradientDescent")
+def _import_apply_gradient_descent(node, b):
+    """`var -= alpha * delta`: the update TF1's `GradientDescentOptimizer` makes."""
+    ref, alpha, delta = node.inputs
+    step = b.emit("mul", [alpha, delta])
+    b.emit("write_var", [step], var=node.variable_index(ref), mode="sub")
+    return []

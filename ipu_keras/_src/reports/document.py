@@ -1,0 +1,164 @@
+"""The content of `report.json`: plain data about one executable and its last run.
+
+`build(executable, name, key, counts)` gathers what the compiler left in the
+executable (target, memory summary, liveness, the blocks with their per-step
+`profile`, the `tensor_map`, the plans, pass times) into the report's sections, and,
+when `counts` (block execution counts of the last run) is given, the execution
+trace: block counts, cycles per block split by kind, the totals, and the ops where
+the cycles went. No TensorFlow, no plotting: see `plots.py` and `html.py`.
+"""
+import math
+
+from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.reports.timeline import ipus_section
+from ipu_keras.version import __version__
+
+REPORT_FORMAT = 1
+TOP_OPS = 25
+
+
+def build(executable, name, key, counts=None):
+    """The report dict of `executable` (see the module docstring)."""
+    info = executable.info
+    return {
+        "format": REPORT_FORMAT,
+        "name": name,
+        "key": key,
+        "ipu_keras_version": __version__,
+        "target": dict(executable.target),
+        "compile": {k: info.get(k) for k in ("compile_seconds", "trace_seconds",
+                                             "pass_seconds", "equations", "cache")},
+        "memory": memory_section(executable),
+        "liveness": liveness_section(executable),
+        "program": program_tree(executable),
+        "plans": list(info.get("plans", [])),
+        "tensor_map": tensor_rows(executable),
+        "execution": None if counts is None else execution_section(executable, counts),
+        "ipus": ipus_section(executable),
+    }
+
+
+def memory_section(executable):
+    m = executable.memory
+    keys = ("max_tile", "max_tile_bytes", "total_bytes", "always_live_bytes",
+            "peak_not_always_live_bytes", "categories", "tile_categories",
+            "tiles_out_of_memory", "out_of_memory")
+    section = {k: m.get(k) for k in keys}
+    section["bytes_per_tile"] = executable.target["bytes_per_tile"]
+    section["tile_memory"] = list(m["tile_memory"])
+    return section
+
+
+def _liveness(values, labels):
+    steps = [{"step": i, "label": labels[i] if i < len(labels) else "", "bytes": b}
+             for i, b in enumerate(values)]
+    peak = max(range(len(steps)), key=lambda i: steps[i]["bytes"], default=0)
+    return {"steps": steps, "peak_step": peak,
+            "peak_bytes": steps[peak]["bytes"] if steps else 0}
+
+
+def liveness_section(executable):
+    """Not-always-live bytes per top-level step and, under `loop`, per step of the loop body."""
+    m, info = executable.memory, executable.info
+    section = _liveness(m.get("liveness", []), info.get("liveness_steps") or [])
+    loop = m.get("loop_liveness") or []
+    section["loop"] = _liveness(loop, info.get("loop_liveness_steps") or []) if loop else None
+    return section
+
+
+def _roles(executable):
+    """Block index -> (parent block, role) from the control-flow steps."""
+    roles = {0: (None, "main")}
+    for index, block in enumerate(executable.blocks):
+        for step in block["steps"]:
+            if step[0] == "while":
+                roles[step[2]] = (index, "while condition")
+                roles[step[5]] = (index, "while body")
+            elif step[0] == "if":
+                roles[step[3]] = (index, "if then")
+                roles[step[6]] = (index, "if else")
+    return roles
+
+
+def program_tree(executable):
+    """Each block: its parent, role, cycles of one run of it and its costed steps."""
+    roles = _roles(executable)
+    tree = []
+    for index, block in enumerate(executable.blocks):
+        parent, role = roles.get(index, (None, "block"))
+        steps = [{"op": op, "layer": layer, "cycles": dict(zip(CYCLE_KINDS, cycles)),
+                  "blocks": subs} for op, layer, cycles, subs in block.get("profile", [])]
+        tree.append({"index": index, "parent": parent, "role": role,
+                     "cycles": dict(block["cycles"]), "steps": steps})
+    return tree
+
+
+def tensor_rows(executable):
+    """The tensor map as dicts with the bytes of each tensor."""
+    rows = []
+    for row in executable.info.get("tensor_map", []):
+        id_, kind, shape, dtype, start, tiles, per_tile, layer, op = row
+        size = math.prod(shape)
+        itemsize = _ITEMSIZE.get(dtype, 4)
+        rows.append({"id": id_, "kind": kind, "shape": shape, "dtype": dtype,
+                     "bytes": size * itemsize, "start": start,
+                     "tiles": min(tiles, max(1, math.ceil(size / max(1, per_tile)))),
+                     "per_tile": per_tile, "layer": layer, "op": op})
+    return rows
+
+
+_ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2,
+             "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+
+
+def execution_section(executable, counts):
+    """The execution trace of a run whose blocks ran `counts` times."""
+    blocks, totals, ops = [], dict.fromkeys(CYCLE_KINDS, 0), {}
+    for index, (block, count) in enumerate(zip(executable.blocks, counts)):
+        cycles = {k: int(block["cycles"][k]) * int(count) for k in CYCLE_KINDS}
+        blocks.append({"index": index, "count": int(count), "cycles": cycles})
+        for k in CYCLE_KINDS:
+            totals[k] += cycles[k]
+        for op, layer, step_cycles, _ in block.get("profile", []):
+            entry = ops.setdefault((op, layer), dict.fromkeys(CYCLE_KINDS, 0))
+            for k, c in zip(CYCLE_KINDS, step_cycles):
+                entry[k] += int(c) * int(count)
+    total = sum(totals.values())
+    top = sorted(ops.items(), key=lambda item: -sum(item[1].values()))[:TOP_OPS]
+    return {
+        "steps": _steps(executable, counts),
+        "block_counts": [int(c) for c in counts],
+        "cycles": totals,
+        "total_cycles": total,
+        "seconds": total / executable.target["clock_hz"],
+        "blocks": blocks,
+        "top_ops": [{"op": op, "layer": layer, "cycles": c, "total": sum(c.values())}
+                    for (op, layer), c in top if sum(c.values())],
+    }
+
+
+def _steps(executable, counts):
+    bodies = [step[5] for step in executable.blocks[0]["steps"] if step[0] == "while"]
+    return int(max(counts[b] for b in bodies)) if bodies else 1
+
+
+def cycle_breakdown(report):
+    """(cycles per kind, top ops, what was counted): the last run's, else one pass per block."""
+    execution = report.get("execution")
+    if execution:
+        return execution["cycles"], execution["top_ops"], "last execution"
+    totals, ops = dict.fromkeys(CYCLE_KINDS, 0), {}
+    for block in report["program"]:
+        for step in block["steps"]:
+            entry = ops.setdefault((step["op"], step["layer"]), dict.fromkeys(CYCLE_KINDS, 0))
+            for k in CYCLE_KINDS:
+                entry[k] += step["cycles"][k]
+                totals[k] += step["cycles"][k]
+    top = sorted(ops.items(), key=lambda i: -sum(i[1].values()))[:TOP_OPS]
+    rows = [{"op": op, "layer": layer, "cycles": c, "total": sum(c.values())}
+            for (op, layer), c in top if sum(c.values())]
+    return totals, rows, "each block once"
+
+
+__all__ = ["REPORT_FORMAT", "build", "cycle_breakdown", "execution_section", "program_tree",
+           "tensor_rows"]

@@ -1,0 +1,143 @@
+"""`report.html`: one self-contained page per report (PNGs embedded as base64).
+
+`render(report, images)` returns the page: the target, the memory summary and the
+busiest tiles, the plots, the largest tensors, the cycles (per kind and top ops),
+the program tree and the compile times. `images` maps a PNG's file name to its
+bytes; missing images are left out. Plain string formatting, no template engine.
+"""
+import base64
+import html
+
+from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.reports.summary import busiest_tiles, cycle_breakdown, largest_tensors
+from ipu_keras._src.reports.timeline import timeline_html
+
+_STYLE = """body{font-family:sans-serif;margin:2em;max-width:1100px}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;
+padding:2px 8px;text-align:right}th{background:#eee}td.l,th.l{text-align:left}
+img{max-width:100%;display:block;margin:1em 0}ul.tree{font-family:monospace;font-size:90%}"""
+
+MAX_TREE_STEPS = 60
+"""Steps shown per block in the program tree (the JSON has them all)."""
+
+
+def _table(headers, rows, left=()):
+    head = "".join(f"<th class='{'l' if i in left else ''}'>{html.escape(h)}</th>"
+                   for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>" + "".join(f"<td class='{'l' if i in left else ''}'>{html.escape(str(c))}</td>"
+                         for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _image(name, images):
+    data = images.get(name)
+    if not data:
+        return ""
+    encoded = base64.b64encode(data).decode()
+    return f"<img alt='{name}' src='data:image/png;base64,{encoded}'>"
+
+
+def _memory(report):
+    m = report["memory"]
+    summary = _table(["total bytes", "always-live", "not-always-live peak", "busiest tile",
+                      "its bytes", "bytes per tile", "tiles out of memory"],
+                     [[f"{m['total_bytes']:,}", f"{m['always_live_bytes']:,}",
+                       f"{m['peak_not_always_live_bytes']:,}", m["max_tile"],
+                       f"{m['max_tile_bytes']:,}", f"{m['bytes_per_tile']:,}",
+                       len(m.get("tiles_out_of_memory") or [])]])
+    categories = _table(["category", "bytes (all tiles)"],
+                        [[k, f"{v:,}"] for k, v in m["categories"].items()], left=(0,))
+    tiles = _table(["tile", "bytes", "% of the tile", "largest categories"],
+                   [[t, f"{b:,}", f"{s:.1%}", ", ".join(f"{k} {v:,}" for k, v in sorted(
+                       c.items(), key=lambda kv: -kv[1])[:3])]
+                    for t, b, s, c in busiest_tiles(report, 10)], left=(3,))
+    return summary + categories + "<h3>Busiest tiles</h3>" + tiles
+
+
+def _tensors(report):
+    rows = [[r["id"], r["kind"], f"{r['dtype']}[{','.join(map(str, r['shape']))}]",
+             f"{r['bytes']:,}", r["start"], r["tiles"], r["per_tile"], r["op"], r["layer"]]
+            for r in largest_tensors(report, 25)]
+    return _table(["id", "kind", "type", "bytes", "start tile", "tiles", "per tile", "op",
+                   "layer"], rows, left=(1, 2, 7, 8))
+
+
+def _cycles(report):
+    totals, top, what = cycle_breakdown(report)
+    total = sum(totals.values()) or 1
+    execution = report.get("execution")
+    head = (f"<p>Last execution: {execution['steps']} steps, {execution['total_cycles']:,} "
+            f"cycles, {execution['seconds'] * 1e3:.3f} ms.</p>" if execution
+            else f"<p>No execution recorded yet: cycles of {what}.</p>")
+    kinds = _table(list(CYCLE_KINDS) + ["total"],
+                   [[f"{totals[k]:,} ({totals[k] / total:.1%})" for k in CYCLE_KINDS]
+                    + [f"{sum(totals.values()):,}"]])
+    ops = _table(["op", "layer"] + list(CYCLE_KINDS) + ["total", "share"],
+                 [[r["op"], r["layer"]] + [f"{r['cycles'][k]:,}" for k in CYCLE_KINDS]
+                  + [f"{r['total']:,}", f"{r['total'] / total:.1%}"] for r in top],
+                 left=(0, 1))
+    return head + kinds + ops
+
+
+def _tree(report, index=0, seen=None):
+    seen = set() if seen is None else seen
+    seen.add(index)
+    block = report["program"][index]
+    cycles = sum(block["cycles"].values())
+    count = ""
+    if report.get("execution"):
+        count = f", ran {report['execution']['block_counts'][index]:,} times"
+    items = []
+    for step in block["steps"][:MAX_TREE_STEPS]:
+        label = step["op"] + (f" ({step['layer']})" if step["layer"] else "")
+        children = "".join(_tree(report, b, seen) for b in step["blocks"] if b not in seen)
+        items.append(f"<li>{html.escape(label)}: {sum(step['cycles'].values()):,} cycles"
+                     f"{children}</li>")
+    if len(block["steps"]) > MAX_TREE_STEPS:
+        items.append(f"<li>… {len(block['steps']) - MAX_TREE_STEPS} more steps</li>")
+    return (f"<ul class='tree'><li>block {index} ({html.escape(block['role'])}): {cycles:,} "
+            f"cycles per run{count}<ul>{''.join(items)}</ul></li></ul>")
+
+
+def _liveness(report):
+    rows = []
+    for what, section in (("top level", report["liveness"]),
+                          ("device loop body", report["liveness"].get("loop"))):
+        if section and section["steps"]:
+            peak = section["steps"][section["peak_step"]]
+            rows.append([what, len(section["steps"]), section["peak_step"], peak["label"],
+                         f"{section['peak_bytes']:,}"])
+    return _table(["program", "steps", "peak step", "peak op", "not-always-live bytes"], rows,
+                  left=(0, 3))
+
+
+def render(report, images):
+    """The HTML page of `report` with the PNGs in `images` (name -> bytes)."""
+    t = report["target"]
+    name = html.escape(report["name"] or "(unnamed)")
+    target = _table(["name", "IPUs", "tiles per IPU", "bytes per tile", "clock"],
+                    [[t["name"], t.get("num_ipus", 1), f"{t['tiles_per_ipu']:,}",
+                      f"{t['bytes_per_tile']:,}", f"{t['clock_hz'] / 1e9:.2f} GHz"]])
+    passes = (report.get("compile") or {}).get("pass_seconds") or {}
+    compile_table = _table(["pass", "seconds"], [[k, f"{v:.4f}"] for k, v in passes.items()],
+                           left=(0,))
+    sections = [
+        f"<h1>ipu_keras report: {name}</h1><p>key {html.escape(str(report.get('key')))}</p>",
+        "<h2>Target</h2>", target,
+        "<h2>Memory</h2>", _memory(report), _image("memory.png", images),
+        "<h2>Liveness</h2>", _image("liveness.png", images),
+        _liveness(report),
+        "<h2>Cycles</h2>", _cycles(report), _image("cycles.png", images),
+        "<h2>IPUs and pipeline</h2>", timeline_html(report, _table) or "<p>One IPU.</p>",
+        _image("timeline.png", images),
+        "<h2>Execution trace</h2>", _image("trace.png", images) or "<p>No run yet.</p>",
+        "<h2>Largest tensors</h2>", _tensors(report),
+        "<h2>Program</h2>", _tree(report),
+        "<h2>Compile</h2>", compile_table,
+    ]
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{name}</title>"
+            f"<style>{_STYLE}</style></head><body>{''.join(sections)}</body></html>")
+
+
+__all__ = ["render"]

@@ -1,0 +1,117 @@
+"""The report's PNG plots, drawn with matplotlib's Agg backend.
+
+`memory.png` (bytes per tile stacked by category, with the tile's capacity),
+`liveness.png` (not-always-live bytes during each program step), `cycles.png` (where
+the cycles go: per kind and the top ops) and `trace.png` (the execution trace: how
+often each block ran and its cycles by kind), and for a pipeline `timeline.png`
+(`timeline.py`). Each function takes the report dict
+and a path. matplotlib is imported here only, and only when a report is written.
+"""
+import numpy as np
+
+from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.reports.document import cycle_breakdown
+from ipu_keras._src.reports.timeline import timeline_plot
+
+COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "sync": "#937860",
+           "host_io": "#55A868"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    _pyplot().close(fig)
+
+
+def memory_plot(report, path):
+    plt = _pyplot()
+    memory = report["memory"]
+    categories = memory["tile_categories"]
+    tiles = np.arange(len(memory["tile_memory"]))
+    fig, ax = plt.subplots(figsize=(10, 4))
+    names = [k for k in categories if any(categories[k])]
+    ax.stackplot(tiles, *[np.asarray(categories[k]) / 1024 for k in names], labels=names,
+                 step="post")
+    ax.axhline(memory["bytes_per_tile"] / 1024, color="red", linewidth=1,
+               label="tile memory")
+    ax.set_xlabel("tile")
+    ax.set_ylabel("KiB")
+    ax.set_xlim(0, max(1, len(tiles) - 1))
+    ax.set_title(f"Memory per tile (busiest: tile {memory['max_tile']}, "
+                 f"{memory['max_tile_bytes']:,} bytes)")
+    ax.legend(loc="upper right", fontsize="small", ncol=2)
+    _save(fig, path)
+
+
+def liveness_plot(report, path):
+    plt = _pyplot()
+    liveness = report["liveness"].get("loop") or report["liveness"]
+    where = "step of the device loop's body" if report["liveness"].get("loop") else "top-level step"
+    steps = liveness["steps"]
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    values = [s["bytes"] / 2**20 for s in steps]
+    ax.bar(range(len(values)), values, width=1.0, color="#4C72B0")
+    ax.set_xlabel(f"program step ({where})")
+    ax.set_ylabel("not-always-live MiB (all tiles)")
+    peak = liveness["peak_step"]
+    label = steps[peak]["label"] if steps else ""
+    ax.set_title(f"Liveness (peak at step {peak}: {label}, {liveness['peak_bytes']:,} bytes)")
+    _save(fig, path)
+
+
+def cycles_plot(report, path):
+    plt = _pyplot()
+    totals, top, what = cycle_breakdown(report)
+    top = top[:15][::-1]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5),
+                                      gridspec_kw={"width_ratios": [1, 3]})
+    left.bar(list(totals), list(totals.values()),
+             color=[COLOURS[k] for k in totals])
+    left.set_title(f"Cycles by kind ({what})")
+    left.tick_params(axis="x", labelrotation=30)
+    labels = [f"{r['op']} ({r['layer']})" if r["layer"] else r["op"] for r in top]
+    base = np.zeros(len(top))
+    for kind in CYCLE_KINDS:
+        values = np.array([r["cycles"][kind] for r in top], dtype=float)
+        right.barh(labels, values, left=base, color=COLOURS[kind], label=kind)
+        base += values
+    right.set_title("Top ops by cycles")
+    right.tick_params(axis="y", labelsize="small")
+    right.legend(fontsize="small")
+    _save(fig, path)
+
+
+def trace_plot(report, path):
+    plt = _pyplot()
+    execution = report["execution"]
+    blocks = execution["blocks"]
+    roles = {b["index"]: b["role"] for b in report["program"]}
+    labels = [f"{b['index']} {roles.get(b['index'], '')} x{b['count']}" for b in blocks]
+    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.35 * len(blocks) + 1)))
+    base = np.zeros(len(blocks))
+    for kind in CYCLE_KINDS:
+        values = np.array([b["cycles"][kind] for b in blocks], dtype=float)
+        ax.barh(labels, values, left=base, color=COLOURS[kind], label=kind)
+        base += values
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles in the last execution")
+    ax.set_title(f"Execution trace: {execution['total_cycles']:,} cycles, "
+                 f"{execution['seconds'] * 1e3:.3f} ms, {execution['steps']} steps")
+    ax.legend(fontsize="small")
+    _save(fig, path)
+
+
+STATIC_PLOTS = {"memory.png": memory_plot, "liveness.png": liveness_plot,
+                "cycles.png": cycles_plot, "timeline.png": timeline_plot}
+"""The plots written at compile time; `cycles.png` and `trace.png` follow each run."""
+
+__all__ = ["STATIC_PLOTS", "cycles_plot", "liveness_plot", "memory_plot", "trace_plot"]

@@ -1,0 +1,352 @@
+"""The engine: runs an `Executable`'s programs with numpy.
+
+It owns execution only. At construction every step is resolved once into a closure
+over its kernel, slots and params, so the hot path is a flat loop of calls with no
+look-ups, shape checks or cost arithmetic. A value is dropped after the last step of
+its block that reads it (`_dead_after`), so results reuse memory freed a moment
+earlier; a chain of rowwise steps whose intermediates die within it runs a block of rows
+at a time, so that those stay in the cache (`fusion.py`), an op followed by the only
+reader of its output runs as one kernel where its family registered one (`pairs.py`),
+and two independent products next to each other run at once, one per core
+(`siblings.py`). Cycles are not added up while running: each block counts how often it
+ran, and `cycles()` multiplies those counts by the cost tables the compiler computed.
+
+Host streams and variables are the runtime's business; the engine sees them through
+`state` (a list of variable arrays it replaces entries of) and `streams` (an object
+with `pull(feed) -> [arrays]`, `push(feed, [arrays])` and, for the collectives across
+replicas, `collective(op, [arrays], params) -> array`).
+
+Floating-point traps (`IPUConfig.floating_point_behaviour`): the IPU can trap on the
+tile when an op produces an invalid result (`inv`), divides by zero (`div0`) or
+overflows (`oflo`). With none of these on, the engine runs under
+`np.errstate(all="ignore")` and inf and NaN propagate as in TensorFlow on the CPU.
+With some on, the run sets numpy's error state to "raise" for those categories once,
+and each exec or variable-write step is wrapped so that numpy's `FloatingPointError`
+becomes a `FloatingPointTrapError` naming the op, its TensorFlow node and Keras layer
+(the block's `sources`); the hot path with the flags off is unchanged. What is
+modelled: the three traps, for float16 and float32 results alike (numpy flags a
+float16 overflow, including a cast to float16, like a float32 one). An op whose
+inputs are all integers never traps (the IPU's traps are floating-point ones; an
+integer division by zero gives numpy's 0). Not modelled: `nanoo` (on the IPU a float16
+overflow then gives NaN instead of saturating; here it gives inf either way, as
+TensorFlow does) and `esr` (stochastic rounding; results are rounded to nearest).
+A kernel that computes a value it then discards (a `where` over both branches) must
+silence numpy locally with its own `np.errstate`, or it would trap spuriously.
+"""
+import functools
+
+import numpy as np
+
+from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras.errors import FloatingPointTrapError, OutOfTileMemoryError
+from ipu_keras._src.ops.registry import get_op
+from ipu_keras._src.ops.state import write_kernel
+from ipu_keras._src.simulator.fusion import fuse
+from ipu_keras._src.simulator.pairs import fuse_pairs, pair_kernel
+from ipu_keras._src.simulator.siblings import Siblings, siblings
+
+
+# floating_point_behaviour flag -> numpy error category, and numpy's words for each.
+TRAPS = {"inv": "invalid", "div0": "divide", "oflo": "over"}
+_NUMPY_WORDS = (("invalid value", "inv"), ("divide by zero", "div0"), ("overflow", "oflo"))
+
+
+class Engine:
+    """Runs an `Executable`.
+
+    Args:
+        executable: The compiled `Executable`.
+        floating_point: `IPUConfig.floating_point_behaviour` as a dict of flags (e.g.
+            `{"inv": True, "div0": False, ...}`); None or all off: no traps.
+    """
+
+    fuses = True
+    """Whether chains of rowwise steps run a block of rows at a time (`fusion.py`),
+    registered pairs of steps as one kernel (`pairs.py`) and sibling products at once
+    (`siblings.py`)."""
+
+    def __init__(self, executable, floating_point=None):
+        self.executable = executable
+        flags = dict(floating_point or {})
+        self._errstate = {"all": "ignore"}
+        self._errstate.update({TRAPS[f]: "raise" for f in TRAPS if flags.get(f)})
+        self._traps = len(self._errstate) > 1
+        self.counts = [0] * len(executable.blocks)
+        self._preset = [None] * executable.num_slots
+        for slot, value in executable.constants:
+            self._preset[slot] = value
+        self._exports = _exports(executable)
+        self._reads = {}
+        self._blocks = [None] * len(executable.blocks)
+        for i in reversed(range(len(executable.blocks))):
+            self._blocks[i] = self._build_block(i)
+        # Compiled with debug.allowOutOfMemory: the error the compiler deferred to run time.
+        self._out_of_memory = executable.memory.get("out_of_memory")
+        self._cost = np.array(
+            [[b["cycles"][k] for k in CYCLE_KINDS] for b in executable.blocks], dtype=np.int64
+        )
+
+    def run(self, inputs, state, streams):
+        """Run the main program once; returns the output arrays."""
+        if self._out_of_memory:
+            raise OutOfTileMemoryError(**self._out_of_memory)
+        env = list(self._preset)
+        for slot, value in zip(self.executable.inputs, inputs):
+            env[slot] = value
+        self.counts = [0] * len(self._blocks)
+        self._state, self._streams = state, streams
+        try:
+            # Off, like the IPU: no float exception stops a run; on, the chosen ones trap.
+            with np.errstate(**self._errstate):
+                self._blocks[0](env)
+        finally:
+            self._state = self._streams = None
+        return [env[s] for s in self.executable.outputs]
+
+    def cycles(self):
+        """Cycles of the last run, split into CYCLE_KINDS."""
+        totals = np.asarray(self.counts, dtype=np.int64) @ self._cost
+        return dict(zip(CYCLE_KINDS, (int(c) for c in totals)))
+
+    # -- building closures ------------------------------------------------------
+    def _build_block(self, index):
+        block = self.executable.blocks[index]
+        plan = block["steps"]
+        fusing = self.fuses and not self._traps
+        if fusing:
+            plan = siblings(fuse_pairs(plan, self._block_step_reads, self._exports[index]))
+        steps = [self._build_step(s) for s in plan]
+        if self._traps:
+            sources = block.get("sources") or [["", ""]] * len(steps)
+            steps = [self._trapping(run, step, source) if step[0] in ("exec", "write") else run
+                     for run, step, source in zip(steps, plan, sources)]
+        dead = self._dead_after(index, plan)
+        steps = [_then_drop(run, slots) if slots else run for run, slots in zip(steps, dead)]
+        if fusing:
+            steps = fuse(plan, steps, dead)
+
+        def run_block(env):
+            self.counts[index] += 1
+            for step in steps:
+                step(env)
+
+        return run_block
+
+    def _dead_after(self, index, steps):
+        """Per step of block `index` (its `steps`, with pairs and siblings made one): the
+        slots it defined that no later step reads and the block does not hand back, to drop
+        after their last reader. The allocator then serves the next results from memory
+        just freed (still in the cache) instead of keeping every value of a loop body alive
+        until the next iteration replaces it. Only slots a step of this block writes are
+        dropped: a loop body redefines them on each iteration; its inputs, constants and
+        values of enclosing blocks stay."""
+        defined = {slot: i for i, step in enumerate(steps) for slot in _writes(step)}
+        last = dict(defined)
+        for i, step in enumerate(steps):
+            for slot in self._block_step_reads(step):
+                if slot in defined:
+                    last[slot] = i
+        dead = [[] for _ in steps]
+        for slot, i in last.items():
+            if slot not in self._exports[index]:
+                dead[i].append(slot)
+        return [tuple(slots) for slots in dead]
+
+    def _block_step_reads(self, step):
+        """The slots a step reads, a loop's or a branch's blocks' reads included."""
+        reads, _, blocks = _FIELDS.get(step[0], ((), (), ()))
+        return _slots(step, reads) + sum((self._reads_of(step[f]) for f in blocks), ())
+
+    def _reads_of(self, index):
+        if index not in self._reads:
+            self._reads[index] = ()   # a block does not contain itself
+            block = self.executable.blocks[index]
+            self._reads[index] = tuple({slot for step in block["steps"]
+                                        for slot in self._block_step_reads(step)})
+        return self._reads[index]
+
+    def _build_step(self, step):
+        return getattr(self, "_step_" + step[0])(*step[1:])
+
+    def _trapping(self, run, step, source):
+        """`run` with numpy's FloatingPointError turned into the IPU's trap error."""
+        op, ins = (step[1], step[2]) if step[0] == "exec" else (f"write_var ({step[2]})",
+                                                                [step[3]])
+        node, layer = source
+
+        def trapped(env):
+            try:
+                run(env)
+            except FloatingPointTrapError:
+                raise
+            except FloatingPointError as e:
+                if not any(np.asarray(env[i]).dtype.kind in "fc" for i in ins):
+                    with np.errstate(all="ignore"):  # integer ops do not trap
+                        return run(env)
+                flag = next((f for words, f in _NUMPY_WORDS if words in str(e)), "inv")
+                raise FloatingPointTrapError(flag, op, node, layer,
+                                             f"numpy reported '{e}'") from None
+        return trapped
+
+    def _step_exec(self, op, ins, outs, params):
+        return self._kernel_step(get_op(op).kernel, ins, outs, params)
+
+    def _step_pair(self, name, ins, outs, params):
+        return self._kernel_step(pair_kernel(name), ins, outs, params)
+
+    @staticmethod
+    def _kernel_step(kernel, ins, outs, params):
+        """A step writing `kernel(*ins, **params)` to the slots `outs`."""
+        if params:
+            kernel = functools.partial(kernel, **params)
+        if len(outs) == 1:
+            return _call_into(kernel, tuple(ins), outs[0])
+
+        def run(env):
+            for slot, value in zip(outs, kernel(*[env[i] for i in ins])):
+                env[slot] = value
+        return run
+
+    def _step_siblings(self, ins, outs, first, second):
+        return Siblings(self._build_step(first), self._build_step(second), (first, second))
+
+    def _step_read(self, var, out):
+        def run(env):
+            env[out] = self._state[var]
+        return run
+
+    def _step_write(self, var, mode, slot):
+        update = write_kernel(mode)
+
+        def run(env):
+            self._state[var] = update(self._state[var], env[slot])
+        return run
+
+    def _step_infeed(self, feed, outs):
+        def run(env):
+            for slot, value in zip(outs, self._streams.pull(feed)):
+                env[slot] = value
+        return run
+
+    def _step_outfeed(self, feed, ins):
+        def run(env):
+            self._streams.push(feed, [env[i] for i in ins])
+        return run
+
+    def _step_collective(self, op, ins, outs, params):
+        (out,) = outs
+
+        def run(env):
+            env[out] = self._streams.collective(op, [env[i] for i in ins], params)
+        return run
+
+    def _step_while(self, carry, cond, cond_in, cond_out, body, body_in, body_out, outs):
+        run_cond, run_body = self._blocks[cond], self._blocks[body]
+
+        def run(env):
+            values = [env[i] for i in carry]
+            while True:
+                for slot, value in zip(cond_in, values):
+                    env[slot] = value
+                run_cond(env)
+                if not env[cond_out]:
+                    break
+                for slot, value in zip(body_in, values):
+                    env[slot] = value
+                run_body(env)
+                values = [env[i] for i in body_out]
+            for slot, value in zip(outs, values):
+                env[slot] = value
+        return run
+
+    def _step_if(self, pred, ins, then, then_in, then_out, other, else_in, else_out, outs):
+        branches = ((self._blocks[then], then_in, then_out),
+                    (self._blocks[other], else_in, else_out))
+
+        def run(env):
+            block, inner_in, inner_out = branches[0] if env[pred] else branches[1]
+            for slot, i in zip(inner_in, ins):
+                env[slot] = env[i]
+            block(env)
+            for slot, i in zip(outs, inner_out):
+                env[slot] = env[i]
+        return run
+
+
+def _call_into(kernel, ins, out):
+    """A step writing `kernel(*ins)` to slot `out`, with its operands named one by one for
+    up to three (a quarter of the generic call's cost: the hot path of small models)."""
+    if len(ins) == 1:
+        (a,) = ins
+
+        def run(env):
+            env[out] = kernel(env[a])
+    elif len(ins) == 2:
+        a, b = ins
+
+        def run(env):
+            env[out] = kernel(env[a], env[b])
+    elif len(ins) == 3:
+        a, b, c = ins
+
+        def run(env):
+            env[out] = kernel(env[a], env[b], env[c])
+    else:
+        def run(env):
+            env[out] = kernel(*[env[i] for i in ins])
+    return run
+
+
+def _then_drop(run, slots):
+    if len(slots) == 1:
+        (slot,) = slots
+
+        def step(env):
+            run(env)
+            env[slot] = None
+        return step
+
+    def step(env):
+        run(env)
+        for slot in slots:
+            env[slot] = None
+    return step
+
+
+# Per step kind, the fields of its step list that hold (slots it reads, slots it writes,
+# blocks it runs); a field is one slot or a list of them.
+_FIELDS = {
+    "exec": ((2,), (3,), ()), "pair": ((2,), (3,), ()), "siblings": ((1,), (2,), ()),
+    "collective": ((2,), (3,), ()),
+    "read": ((), (2,), ()), "write": ((3,), (), ()), "infeed": ((), (2,), ()),
+    "outfeed": ((2,), (), ()),
+    "while": ((1,), (8,), (2, 5)), "if": ((1, 2), (9,), (3, 6)),
+}
+
+
+def _slots(step, fields):
+    out = []
+    for f in fields:
+        out.extend(step[f] if isinstance(step[f], (list, tuple)) else (step[f],))
+    return tuple(out)
+
+
+def _writes(step):
+    """The slots a step of a block writes in that block."""
+    return _slots(step, _FIELDS.get(step[0], ((), (), ()))[1])
+
+
+def _exports(executable):
+    """Per block: the slots read after it runs by whoever runs it (the run's outputs, a
+    loop's condition and carried values, a branch's results)."""
+    exports = [set() for _ in executable.blocks]
+    exports[0].update(executable.outputs)
+    for block in executable.blocks:
+        for step in block["steps"]:
+            if step[0] == "while":
+                exports[step[2]].add(step[4])
+                exports[step[5]].update(step[7])
+            elif step[0] == "if":
+                exports[step[3]].update(step[5])
+                exports[step[6]].update(step[8])
+    return exports

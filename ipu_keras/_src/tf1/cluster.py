@@ -1,0 +1,240 @@
+"""`ipu_compiler.compile` in a TensorFlow 1 graph: a compiled cluster run by one host op.
+
+`compile_in_graph(fn, inputs)` calls `fn` in the user's graph, as the original did
+when it built an XLA cluster, so the variables it creates are the session's own and
+`tf.compat.v1.global_variables_initializer()` initialises them. The ops of the cluster
+are then cut out as a `GraphDef` (its placeholders, variable handles and dataset
+iterators become its inputs), and one host op (`tf.py_function`) is put in the graph
+in their place. On its first run the host op imports the `GraphDef` into a function
+(eagerly, with stand-in variables and the infeeds' eager iterators bound to it),
+traces and compiles it (`tracer`, `_compile.py`), and then runs the executable on the
+simulated IPU every time the session evaluates it.
+
+Variables travel transactionally: the session's values are read into the host op, the
+stand-ins carry them through the execution, and the new values are assigned back by
+ops that run only when the host op completed. The outputs the user gets depend on
+those assignments, so a failed execution leaves the session's variables untouched.
+"""
+import contextlib
+import itertools
+import logging
+import re
+
+import tensorflow as tf
+from tensorflow.python.ops import control_flow_util
+
+from ipu_keras._src.driver import executor as _executor
+from ipu_keras import config as ipu_config
+from ipu_keras import ipu_outfeed_queue
+from ipu_keras.errors import StaticShapeRequiredError
+from ipu_keras._src.tracer import import_concrete
+from ipu_keras._src.tracer.importer import is_effect
+
+logger = logging.getLogger("ipu_keras")
+
+_BOUND = ("Placeholder", "VarHandleOp")
+_clusters = itertools.count(1)
+_VARIABLE_SETUP = ("VarHandleOp", "VarIsInitializedOp", "VariableV2")
+
+
+def compile_in_graph(computation, inputs):
+    """Builds `computation(*inputs)` as a compiled cluster in the default graph.
+
+    Returns:
+        A list of the cluster's output tensors (a one-element list for one output),
+        or the cluster's operation when `computation` returns only operations.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    first = len(graph.get_operations())
+    initializers = {v.initializer.name for v in tf.compat.v1.global_variables()}
+    with _control_flow_v2():
+        result = computation(*inputs)
+    new_ops = graph.get_operations()[first:]
+    initializers |= {v.initializer.name for v in tf.compat.v1.global_variables()}
+    flat = [r for r in tf.nest.flatten(result) if r is not None]
+    outputs = [t for t in flat if isinstance(t, tf.Tensor)]
+    name = re.sub(r"[^A-Za-z0-9_.]", "_", getattr(computation, "__name__", "cluster")).strip("_")
+    name = name or "cluster"
+    cluster = Cluster(graph, outputs, new_ops, initializers, name)
+    return cluster.build()
+
+
+class Cluster:
+    """The cut-out ops of one `compile` call and the host op that runs them."""
+
+    def __init__(self, graph, outputs, new_ops, initializers, name):
+        self.name = name
+        self.outputs = outputs
+        setup = _initialization_ops(graph, initializers)
+        effects = [op.name for op in new_ops
+                   if is_effect(op, None) and op.name not in setup
+                   and op.type not in _VARIABLE_SETUP]
+        dest = sorted({t.op.name for t in outputs} | set(effects))
+        whole = graph.as_graph_def(add_shapes=True)
+        sub = tf.compat.v1.graph_util.extract_sub_graph(whole, dest) if dest else whole
+        _check_resource_variables(sub)
+        self.placeholders = [graph.get_operation_by_name(n.name) for n in sub.node
+                             if n.op == "Placeholder"]
+        self.variables = [graph.get_operation_by_name(n.name) for n in sub.node
+                          if n.op == "VarHandleOp"]
+        from ipu_keras._src.tf1 import feeds  # noqa: PLC0415 - feeds imports queues lazily
+
+        self.iterators = [(n.name, feeds.queue_of_iterator(graph, n.name)) for n in sub.node
+                          if feeds.queue_of_iterator(graph, n.name) is not None]
+        bound = {name for name, _ in self.iterators}
+        self.graph_def = tf.compat.v1.GraphDef()
+        self.graph_def.library.CopyFrom(sub.library)
+        self.graph_def.versions.CopyFrom(sub.versions)
+        self.graph_def.node.extend(n for n in sub.node
+                                   if n.op not in _BOUND and n.name not in bound)
+        for node in self.graph_def.node:
+            if "_class" in node.attr:  # colocation with variables left in the session
+                del node.attr["_class"]
+        _rename_functions(self.graph_def, f"_ipu{next(_clusters)}")
+        self.effects = [e for e in effects if e not in {t.op.name for t in outputs}]
+        self.compiled = None
+        self.standins = None
+        self.bound = []
+        for op in self.placeholders:
+            shape = op.outputs[0].shape
+            if not shape.is_fully_defined():
+                raise StaticShapeRequiredError(
+                    f"ipu_compiler.compile expected every input to have a fully defined shape. "
+                    f"Received: {op.name} with shape={shape}. Give the placeholder a static "
+                    "shape (the IPU compiles for fixed shapes).")
+
+    def build(self):
+        """The ops in the user's graph: reads, the host op, the write-backs."""
+        feeds = [op.outputs[0] for op in self.placeholders]
+        with tf.device("cpu"):
+            reads = [tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
+                     for op in self.variables]
+            tout = [t.dtype for t in self.outputs] + [r.dtype for r in reads]
+            results = tf.py_function(self._run, feeds + reads, tout,
+                                     name=f"ipu_compiled_{self.name}")
+            if isinstance(results, tf.Operation):  # nothing to return: the op itself
+                host, results = results, []
+            else:
+                results = list(results) if isinstance(results, (list, tuple)) else [results]
+                host = results[0].op
+            n = len(self.outputs)
+            writes = [tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=value)
+                      for op, value in zip(self.variables, results[n:])]
+            with tf.control_dependencies(writes):
+                outputs = []
+                for out, value in zip(self.outputs, results[:n]):
+                    value = tf.identity(value)
+                    value.set_shape(out.shape)
+                    outputs.append(value)
+                if not outputs:
+                    return tf.group(host, *writes, name=f"{self.name}_done")
+        return outputs
+
+    def _run(self, *arrays):
+        iterators = [queue.eager_handle() for _, queue in self.iterators]
+        if self.compiled is None or any(a is not b for a, b in zip(iterators, self.bound)):
+            # First run, or an infeed was initialised again: bind its new iterator.
+            self.bound = iterators
+            self.compiled = self._compile()
+        k = len(self.placeholders)
+        for var, value in zip(self.standins, arrays[k:]):
+            var.assign(value)
+        outputs = self.compiled.session.run([a.numpy() for a in arrays[:k]])
+        return list(outputs) + [v.read_value() for v in self.standins]
+
+    def _compile(self):
+        """Imports the cut-out graph eagerly and compiles it (once)."""
+        self.standins = [tf.Variable(tf.zeros(_variable_shape(op), op.get_attr("dtype")),
+                                     name=op.name) for op in self.variables]
+        handles = {f"{op.name}:0": v.handle for op, v in zip(self.variables, self.standins)}
+        for (name, _), handle in zip(self.iterators, self.bound):
+            handles[f"{name}:0"] = handle
+        names = [op.name for op in self.placeholders]
+        output_names = [t.name for t in self.outputs]
+        effects = self.effects
+
+        def body(*args):
+            graph = tf.compat.v1.get_default_graph()
+            input_map = {name: graph.capture(h) for name, h in handles.items()}
+            input_map.update({f"{n}:0": a for n, a in zip(names, args)})
+            results = tf.graph_util.import_graph_def(
+                self.graph_def, input_map=input_map, return_elements=output_names + effects,
+                name="cluster")
+            return list(results[:len(output_names)])
+
+        signature = [tf.TensorSpec(op.outputs[0].shape, op.outputs[0].dtype)
+                     for op in self.placeholders]
+        body.__name__ = self.name
+        concrete = tf.compat.v1.wrap_function(body, signature)
+        concrete.graph.variables = self.standins
+        traced = import_concrete(concrete, len(signature),
+                                 outfeed_queues=ipu_outfeed_queue.registry())
+        return _executor.CompiledFunction(body, (), {}, ipu_config.get_active_config(),
+                                          traced=traced)
+
+
+def _variable_shape(op):
+    return tf.TensorShape(op.get_attr("shape"))
+
+
+@contextlib.contextmanager
+def _control_flow_v2():
+    """Builds `tf.while_loop`/`tf.cond` as functional ops (the ones the tracer imports)."""
+    previous = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    control_flow_util.ENABLE_CONTROL_FLOW_V2 = True
+    try:
+        yield
+    finally:
+        control_flow_util.ENABLE_CONTROL_FLOW_V2 = previous
+
+
+def _rename_functions(graph_def, suffix):
+    """Gives the library's functions names of their own (the eager context holds the
+    graph's functions under their original names already)."""
+    names = {f.signature.name: f.signature.name + suffix for f in graph_def.library.function}
+
+    def fix(node):
+        if node.op in names:
+            node.op = names[node.op]
+        for attr in node.attr.values():
+            if attr.HasField("func") and attr.func.name in names:
+                attr.func.name = names[attr.func.name]
+            for func in attr.list.func:
+                if func.name in names:
+                    func.name = names[func.name]
+
+    for node in graph_def.node:
+        fix(node)
+    for function in graph_def.library.function:
+        function.signature.name = names[function.signature.name]
+        for node in function.node_def:
+            fix(node)
+    for gradient in graph_def.library.gradient:
+        gradient.function_name = names.get(gradient.function_name, gradient.function_name)
+        gradient.gradient_func = names.get(gradient.gradient_func, gradient.gradient_func)
+
+
+def _initialization_ops(graph, initializers):
+    """Names of the variables' initializers and of every op they are computed from."""
+    names, stack = set(), [graph.get_operation_by_name(n) for n in initializers]
+    while stack:
+        op = stack.pop()
+        if op.name not in names:
+            names.add(op.name)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    return names
+
+
+def _check_resource_variables(graph_def):
+    for node in graph_def.node:
+        if node.op in ("VariableV2", "Variable"):
+            raise tf.errors.InvalidArgumentError(
+                None, None,
+                f"Cannot assign a device for operation '{node.name}': Could not satisfy "
+                "explicit device specification '/device:IPU:0' because no supported kernel for "
+                "IPU devices is available (VariableV2 is not a resource variable). Create "
+                "variables used in ipu_compiler.compile as resource variables: "
+                "tf.compat.v1.get_variable(..., use_resource=True), a "
+                "tf.compat.v1.variable_scope(..., use_resource=True), or inside "
+                "ipu.scopes.ipu_scope.")

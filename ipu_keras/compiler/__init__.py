@@ -1,5 +1,0 @@
-"""IR -> IPU executable. Imports ir, ops and the simulator's target descriptions only."""
-from ipu_keras.compiler.executable import Executable
-from ipu_keras.compiler.pipeline import GRAPH_PASSES, compile_graph
-
-__all__ = ["Executable", "GRAPH_PASSES", "compile_graph"]

@@ -1,8 +1,0 @@
-"""The host side: sessions, infeeds and outfeeds, variable sync."""
-from ipu_keras.runtime.feeds import (
-    Infeed, StreamSet, infeed_dataset, infeed_for, set_prefetch_depth,
-)
-from ipu_keras.runtime.session import Session
-
-__all__ = ["Infeed", "Session", "StreamSet", "infeed_dataset", "infeed_for",
-           "set_prefetch_depth"]

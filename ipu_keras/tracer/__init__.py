@@ -1,8 +1,0 @@
-"""TensorFlow -> IR. The only package below `keras/` that imports TensorFlow."""
-from ipu_keras.tracer.node import set_outfeed_marker
-from ipu_keras.tracer.state import StateRef
-from ipu_keras.tracer.trace import Traced, import_concrete, make_tf_function, trace
-
-__all__ = [
-    "StateRef", "Traced", "import_concrete", "make_tf_function", "set_outfeed_marker", "trace",
-]
