@@ -46,8 +46,9 @@ def _parser():
     run.add_argument("--signature_def", required=True)
     run.add_argument("--inputs", default="", help="'key=file.npy;key2=file.npz[name]' "
                      "(.npy/.npz only: pickle files are refused)")
-    run.add_argument("--input_exprs", default="", help="'key=<python expression>;...' (np "
-                     "available)")
+    run.add_argument("--input_exprs", default="", help="'key=<expression>;...': Python literals, "
+                     "np.ones/zeros/full/arange/linspace/eye/array/random.*, numpy dtypes, "
+                     ".astype/.reshape; read as data, never run")
     run.add_argument("--input_examples", default="", help="'key=[{feature: [values]}];...'")
     run.add_argument("--outdir", help="save each output as OUTDIR/<key>.npy")
     run.add_argument("--overwrite", action="store_true", help="replace existing output files")

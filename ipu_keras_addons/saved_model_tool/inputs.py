@@ -1,7 +1,8 @@
 """The inputs of `run`: `--inputs`, `--input_exprs` and `--input_examples`, checked.
 
 The strings are parsed by TensorFlow's own `saved_model_cli` functions (same grammar,
-same precedence: examples over expressions over files). Files are read with
+same precedence: examples over expressions over files), but an expression is read as
+data by `exprs.py` (literals and a few numpy constructors), never `eval`'d. Files are read with
 `allow_pickle=False`: a pickle is refused with a designed error, never unpickled. Every
 input is checked against the signature (known key, dtype of the same kind, rank and
 static dimensions) before anything runs.
@@ -12,6 +13,7 @@ import numpy as np
 from tensorflow.python.tools import saved_model_cli as tf_cli
 
 from ipu_keras.errors import SavedModelInputError
+from ipu_keras_addons.saved_model_tool import exprs as expressions
 
 logger = logging.getLogger("ipu_keras")
 
@@ -72,19 +74,14 @@ def parse_inputs(inputs="", input_exprs="", input_examples=""):
 
 
 def _evaluate_exprs(text):
-    """`key=<python expression>` pairs; `np` is available, as in saved_model_cli of TF 1."""
+    """`key=<expression>` pairs, each read by `exprs.evaluate` (literals, numpy constructors)."""
     values = {}
     for item in filter(None, text.split(";")):
         if "=" not in item:
             raise SavedModelInputError(
-                f"--input_exprs expected '<input_key>=<python expression>'. Received: {item!r}.")
+                f"--input_exprs expected '<input_key>=<expression>'. Received: {item!r}.")
         key, expr = item.split("=", 1)
-        try:
-            values[key] = eval(expr, {"np": np, "__builtins__": {}})  # pylint: disable=eval-used
-        except Exception as e:  # any error of the user's expression
-            raise SavedModelInputError(
-                f"--input_exprs expected a Python expression for input '{key}'. Received: "
-                f"{expr!r}, which raised {e!r}.") from None
+        values[key] = expressions.evaluate(key, expr)
     return values
 
 

@@ -147,5 +147,5 @@ def test_a_failed_conversion_keeps_the_previous_output(capsys, mlp_dir, tmp_path
 def test_malformed_inputs_strings():
     with pytest.raises(errors.SavedModelInputError, match="format is incorrect"):
         inputs.parse_inputs("features")
-    with pytest.raises(errors.SavedModelInputError, match="expected a Python expression"):
+    with pytest.raises(errors.SavedModelInputError, match="calls np.nope, which is not an allowed constructor"):
         inputs.parse_inputs("", "features=np.nope(3)")
