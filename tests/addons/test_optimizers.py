@@ -179,3 +179,23 @@ def test_config_round_trips(cls, kwargs):
     clone = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
     assert type(clone) is cls
     assert clone.get_config() == config
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ipu_optimizers.AdamIpuOptimizer(0.01, amsgrad=True),
+    lambda: ipu_optimizers.LAMBIpuOptimizer(0.01, weight_decay_rate=0.1),
+    lambda: ipu_optimizers.SGDIpuOptimizer(0.1, 0.9),
+], ids=["adam", "lamb", "sgd"])
+def test_a_variable_named_with_slashes_takes_slots_like_any_other(make):
+    # A tf.compat.v1 variable in a variable scope is named 'dense/kernel:0'; a Keras
+    # variable's name may not hold '/', so the slots' names replace it, as Keras' do.
+    weights, grads = _problem(5)
+    want, _ = _run(make(), weights, grads)
+    variables = {k: tf.Variable(w, name=k) for k, w in weights.items()}
+    assert variables["dense/kernel"].name == "dense/kernel:0"
+    optimizer = make()
+    for step in grads:
+        optimizer.apply_gradients([(tf.constant(step[k]), v) for k, v in variables.items()])
+    assert "dense_kernel_0_" in " ".join(v.name for v in optimizer.variables)
+    for key, variable in variables.items():
+        np.testing.assert_array_equal(variable.numpy(), want[key], err_msg=key)

@@ -48,10 +48,15 @@ class IpuOptimizerBase(keras.optimizers.Optimizer):
         return var.dtype
 
     def add_slot(self, var, slot_name, dtype=None):
-        """A zero-initialised slot variable for `var` named `slot_name`."""
+        """A zero-initialised slot variable for `var` named `slot_name`.
+
+        Its name is the variable's with `/` and `:` made `_`, as Keras' own optimizers do:
+        a `tf.compat.v1` variable in a variable scope is named `dense/kernel:0`, and a Keras
+        variable's name may not contain `/`."""
         dtype = dtype_name(dtype or self.get_slot_dtype(var, slot_name) or var.dtype)
+        base = str(var.name).replace("/", "_").replace(":", "_")
         return self.add_variable(shape=var.shape, initializer="zeros", dtype=dtype,
-                                 name=f"{var.name}_{slot_name}")
+                                 name=f"{base}_{slot_name}")
 
     def _slots(self, var_list, *names):
         """Builds one list of slots per name, indexed like `var_list`."""
