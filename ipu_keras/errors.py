@@ -89,6 +89,11 @@ class OutputExistsError(IPUError, FileExistsError):
     """An output file or directory exists and `--overwrite` was not given."""
 
 
+class OutputWriteError(IPUError, OSError):
+    """An output file or directory cannot be written (no permission, no space, not a
+    directory)."""
+
+
 class ConversionConfigError(IPUError, ValueError):
     """A `convert ipu` option or `--config_file` entry is malformed (JSON, type, range)."""
 

@@ -20,8 +20,21 @@ _IPU_HELP = {
 }
 
 
+def _num_ipus(text):
+    """--num_ipus: a power of two, as the device takes (1, 2, 4, ...)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1 or count & (count - 1):
+        raise argparse.ArgumentTypeError(
+            f"expected a power of two (1, 2, 4, 8, ...), the IPU counts a device has. "
+            f"Received: {text!r}")
+    return count
+
+
 def _add_ipu_options(parser):
-    parser.add_argument("--num_ipus", type=int, default=1, help=_IPU_HELP["num_ipus"])
+    parser.add_argument("--num_ipus", type=_num_ipus, default=1, help=_IPU_HELP["num_ipus"])
     parser.add_argument("--matmul_amp", type=float, default=0.6, help=_IPU_HELP["matmul_amp"])
     parser.add_argument("--conv_amp", type=float, default=0.6, help=_IPU_HELP["conv_amp"])
     parser.add_argument("--matmul_partial_type", default="float", choices=("float", "half"),

@@ -63,10 +63,32 @@ def check_directory(directory):
             "model with tf.saved_model.save or Keras model.export first.")
 
 
+def read_saved_model(directory):
+    """The `SavedModel` protobuf of `directory`, with at least one MetaGraphDef.
+
+    Raises:
+        SavedModelError: no SavedModel there, or its file cannot be parsed (garbage, cut
+            short) or holds no MetaGraphDef (an empty file parses as one with none).
+    """
+    check_directory(directory)
+    try:
+        saved = saved_model_utils.read_saved_model(directory)
+    except (OSError, RuntimeError) as e:   # TensorFlow's IOError for a proto it cannot parse
+        raise SavedModelError(
+            f"ipu_saved_model_cli expected a readable SavedModel in --dir. Received: "
+            f"dir={directory!r}, whose saved_model.pb cannot be parsed ({e}). The file is "
+            "damaged or not a SavedModel: save the model again.") from None
+    if not saved.meta_graphs:
+        raise SavedModelError(
+            f"ipu_saved_model_cli expected a SavedModel with at least one MetaGraphDef in "
+            f"--dir. Received: dir={directory!r}, whose saved_model.pb holds none (an empty "
+            "or truncated file). Save the model again.")
+    return saved
+
+
 def tag_sets(directory):
     """The tag sets of the SavedModel in `directory`, each a sorted list of tags."""
-    check_directory(directory)
-    return [sorted(tags) for tags in saved_model_utils.get_saved_model_tag_sets(directory)]
+    return [sorted(meta.meta_info_def.tags) for meta in read_saved_model(directory).meta_graphs]
 
 
 def meta_graph(directory, tag_set):
@@ -79,7 +101,8 @@ def meta_graph(directory, tag_set):
             f"ipu_saved_model_cli expected --tag_set to be one of the SavedModel's tag sets "
             f"({names}). Received: tag_set={tag_set!r}. Run 'ipu_saved_model_cli show --dir "
             f"{directory}' to list them.")
-    return saved_model_utils.get_meta_graph_def(directory, ",".join(tags))
+    return next(meta for meta in read_saved_model(directory).meta_graphs
+                if sorted(meta.meta_info_def.tags) == tags)
 
 
 def signature_def(meta, key, directory=""):
@@ -96,9 +119,16 @@ def signature_def(meta, key, directory=""):
 def load_signature(directory, tag_set, key=DEFAULT_SIGNATURE):
     """Loads signature `key` of the SavedModel and freezes it (see `SignatureGraph`)."""
     signature_def(meta_graph(directory, tag_set), key, directory)
-    loaded = tf.saved_model.load(directory, tags=split_tags(tag_set))
-    function = loaded.signatures[key]
-    frozen = convert_variables_to_constants_v2(function)
+    try:
+        loaded = tf.saved_model.load(directory, tags=split_tags(tag_set))
+        function = loaded.signatures[key]
+        frozen = convert_variables_to_constants_v2(function)
+    except (tf.errors.OpError, OSError, ValueError, KeyError) as e:
+        raise SavedModelError(
+            f"ipu_saved_model_cli expected a SavedModel that TensorFlow can load. Received: "
+            f"dir={directory!r}, whose signature {key!r} failed to load: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Its variables "
+            "or assets may be missing or damaged: save the model again.") from None
     specs = function.structured_input_signature[1]
     by_name = {t.op.name: t for t in frozen.inputs if t.dtype != tf.resource}
     inputs = {}

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ipu_keras.errors import OutputExistsError
+from ipu_keras.errors import OutputExistsError, OutputWriteError
 from ipu_keras_addons.saved_model_tool import convert, model, runner
 from ipu_keras_addons.saved_model_tool.inputs import check_inputs
 
@@ -55,14 +55,21 @@ def save_outputs(outputs, outdir, overwrite=False):
 
     Raises:
         OutputExistsError: if a file exists and `overwrite` is False (nothing is written).
+        OutputWriteError: if `outdir` or a file in it cannot be written.
     """
-    os.makedirs(outdir, exist_ok=True)
     paths = {k: os.path.join(outdir, k + ".npy") for k in sorted(outputs)}
     existing = [p for p in paths.values() if os.path.exists(p)]
     if existing and not overwrite:
         raise OutputExistsError(
             f"run expected --outdir to hold no output files yet. Received: {existing} "
             "already exist. Add --overwrite to replace them.")
-    for key, path in paths.items():
-        np.save(path, outputs[key])
+    try:
+        os.makedirs(outdir, exist_ok=True)
+        for key, path in paths.items():
+            np.save(path, outputs[key])
+    except OSError as e:
+        raise OutputWriteError(
+            f"run expected --outdir to be a directory it can write. Received: "
+            f"outdir={outdir!r}: {e.strerror or e} ({e.filename or outdir}). Choose a "
+            "writable directory.") from None
     return paths

@@ -1,20 +1,19 @@
 """`show`: tag sets, SignatureDef keys and inputs/outputs, in `saved_model_cli`'s format.
 
-Reads the SavedModel protobuf only (nothing is loaded or traced), through TensorFlow's
-`saved_model_utils`, with this package's designed errors for a missing directory, tag
-set or signature key.
+Reads the SavedModel protobuf only (nothing is loaded or traced), through
+`model.read_saved_model`, with this package's designed errors for a missing, unreadable
+or empty SavedModel, tag set or signature key; nothing is printed before they are checked.
 """
 from tensorflow.core.framework import types_pb2
-from tensorflow.python.tools import saved_model_utils
-
 from ipu_keras_addons.saved_model_tool import model
 
 _DTYPE_NAMES = {value: key for key, value in types_pb2.DataType.items()}
 
 
 def show_tag_sets(directory):
+    tag_sets = model.tag_sets(directory)   # read first: an error prints no header
     print("The given SavedModel contains the following tag-sets:")
-    for tags in model.tag_sets(directory):
+    for tags in tag_sets:
         print("'" + ",".join(tags) + "'")
 
 
@@ -54,8 +53,7 @@ def _print_tensor_info(info, pad):
 
 
 def show_all(directory):
-    model.check_directory(directory)
-    saved = saved_model_utils.read_saved_model(directory)
+    saved = model.read_saved_model(directory)
     for meta in sorted(saved.meta_graphs, key=lambda m: list(m.meta_info_def.tags)):
         tags = ", ".join(meta.meta_info_def.tags)
         print(f"\nMetaGraphDef with tag-set: '{tags}' contains the following SignatureDefs:")

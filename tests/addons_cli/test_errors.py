@@ -149,3 +149,71 @@ def test_malformed_inputs_strings():
         inputs.parse_inputs("features")
     with pytest.raises(errors.SavedModelInputError, match="calls np.nope, which is not an allowed constructor"):
         inputs.parse_inputs("", "features=np.nope(3)")
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"\x08\x96\x01garbage\xff\xfe" * 8, "cannot be parsed"),
+    (b"", "holds none (an empty or truncated file)"),
+], ids=["garbage", "empty"])
+@pytest.mark.parametrize("command", ["show", "show --all", "run"])
+def test_an_unreadable_saved_model_prints_nothing_but_the_error(capsys, tmp_path, content,
+                                                                says, command):
+    (tmp_path / "saved_model.pb").write_bytes(content)
+    argv = command.split() + ["--dir", str(tmp_path)]
+    if command == "run":
+        argv += ["--tag_set", "serve", "--signature_def", "serving_default", "--input_exprs",
+                 "x=[1.0]"]
+    assert cli.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert says in captured.err and captured.err.startswith("error: ")
+
+
+def test_a_truncated_saved_model_is_refused(capsys, tmp_path, mlp_dir):
+    data = open(os.path.join(mlp_dir, "saved_model.pb"), "rb").read()
+    (tmp_path / "saved_model.pb").write_bytes(data[:len(data) // 2])
+    err = _fails(capsys, "show", "--dir", str(tmp_path))
+    assert "cannot be parsed" in err
+
+
+def test_a_saved_model_without_its_variables_is_refused(capsys, tmp_path, mlp_dir):
+    import shutil
+
+    copy = tmp_path / "no_variables"
+    shutil.copytree(mlp_dir, copy)
+    shutil.rmtree(copy / "variables")
+    err = _fails(capsys, "run", "--dir", str(copy), "--tag_set", "serve", "--signature_def",
+                 "serving_default", "--input_exprs", "features=np.ones((1, 6))")
+    assert "failed to load" in err and "save the model again" in err
+
+
+def test_an_outdir_that_is_a_file_is_refused(capsys, mlp_dir, tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    err = _fails(capsys, "run", "--dir", mlp_dir, "--tag_set", "serve", "--signature_def",
+                 "serving_default", "--input_exprs", "features=np.ones((1, 6))", "--outdir",
+                 str(tmp_path / "file" / "out"))
+    assert "expected --outdir to be a directory it can write" in err
+    assert "Not a directory" in err
+
+
+@pytest.mark.parametrize("value", ["3", "0", "-2", "two"])
+def test_num_ipus_is_a_power_of_two(capsys, value):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "--dir", "x", "--tag_set", "serve", "--signature_def", "s",
+                  "--num_ipus", value])
+    assert info.value.code == 2
+    assert f"expected a power of two (1, 2, 4, 8, ...), the IPU counts a device has. " \
+           f"Received: '{value}'" in capsys.readouterr().err
+
+
+def test_help_does_not_import_tensorflow():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom ipu_keras_addons.saved_model_tool import cli\n"
+            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "show, run and convert SavedModels" in result.stdout
