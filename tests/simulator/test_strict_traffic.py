@@ -87,7 +87,7 @@ def _tree_stages(graph, target):
     """Stages of each equation's reduction tree (0 for other ops), in program order."""
     tiles = plan_tile_mapping(graph, target)
     return [len(traffic.reduction_tree(e, tiles)[0])
-            if get_op(e.op).mapping == "reduce" and e.op not in traffic.ROW_OPS else 0
+            if get_op(e.op).exchange == "tree" else 0
             for e in graph.equations]
 
 

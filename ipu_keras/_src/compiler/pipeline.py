@@ -25,6 +25,7 @@ from ipu_keras._src.compiler.passes.planner import PlanOptions
 from ipu_keras._src.compiler.passes.shard import check_device, num_shards, shard
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras._src.ir.verify import verify
+from ipu_keras._src.ops.registry import get_op
 
 GRAPH_PASSES = (
     ("verify", verify),
@@ -114,7 +115,8 @@ class _PassClock:
 def _assemble(graph, tile_map, target, lowered, memory, clock):
     """The `Executable`: the lowered programs plus what reports and the runtime read."""
     blocks, constants, inputs, outputs, num_slots = lowered
-    written = {eqn.params["var"] for eqn in graph.walk() if eqn.op == "write_var"}
+    written = {eqn.params["var"] for eqn in graph.walk()
+               if get_op(eqn.op).role == "variable_write"}
     return Executable(
         target=target.to_dict(),
         num_slots=num_slots,
@@ -159,7 +161,7 @@ def _label(eqn):
 
 def _loop_labels(graph):
     """Labels of the steps of the first top-level loop's body (memory `loop_liveness`)."""
-    loop = next((eqn for eqn in graph.equations if eqn.op == "while"), None)
+    loop = next((eqn for eqn in graph.equations if get_op(eqn.op).role == "loop"), None)
     return [] if loop is None else [_label(eqn) for eqn in loop.params["body"].equations]
 
 
@@ -186,7 +188,7 @@ def tensor_map(graph, tile_map):
     for value in graph.inputs:
         add(value, "input", "", "input")
     for eqn in graph.walk():
-        if eqn.op != "read_var":
+        if get_op(eqn.op).role != "variable_read":
             for value in eqn.outputs:
                 add(value, "value", eqn.source.layer, eqn.op)
     return rows

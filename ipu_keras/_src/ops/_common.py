@@ -5,6 +5,13 @@ from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops.registry import NO_WORK, Work
 
 
+def channel_axis(rank, params):
+    """The channel axis of a tensor of `rank` under the op's `data_format` (default NHWC)."""
+    if rank <= 1:
+        return 0
+    return 1 if str(params.get("data_format", "NHWC")).startswith("NC") else rank - 1
+
+
 def broadcast_shape(*shapes):
     return tuple(np.broadcast_shapes(*shapes))
 

@@ -64,7 +64,8 @@ def _reshape(x, *, shape):
 
 
 register_op("reshape", shape=_reshape_shape, kernel=_reshape, cost=no_cost,
-            mapping="elementwise")
+            mapping="elementwise",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _transpose_shape(in_types, *, perm):
@@ -76,7 +77,8 @@ def _transpose(x, *, perm):
 
 
 register_op("transpose", shape=_transpose_shape, kernel=_transpose, cost=_copy_cost,
-            mapping="linear")
+            mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _concat_shape(in_types, *, axis):
@@ -97,7 +99,8 @@ def _concat(*xs, axis):
 
 
 register_op("concat", shape=_concat_shape, kernel=_concat, cost=_copy_cost,
-            mapping="linear")
+            mapping="linear",
+            tile_rule="probe", tile_moves="all")
 
 
 def _split_shape(in_types, *, axis, sizes):
@@ -113,7 +116,8 @@ def _split(x, *, axis, sizes):
     return tuple(np.ascontiguousarray(p) for p in np.split(x, cuts, axis=axis))
 
 
-register_op("split", shape=_split_shape, kernel=_split, cost=_copy_cost, mapping="linear")
+register_op("split", shape=_split_shape, kernel=_split, cost=_copy_cost, mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _tile_shape(in_types, *, multiples):
@@ -125,7 +129,8 @@ def _tile(x, *, multiples):
     return np.tile(x, tuple(multiples))
 
 
-register_op("tile", shape=_tile_shape, kernel=_tile, cost=_copy_cost, mapping="linear")
+register_op("tile", shape=_tile_shape, kernel=_tile, cost=_copy_cost, mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _broadcast_shape(in_types, *, shape):
@@ -138,7 +143,8 @@ def _broadcast_to(x, *, shape):
 
 
 register_op("broadcast_to", shape=_broadcast_shape, kernel=_broadcast_to, cost=_copy_cost,
-            mapping="linear")
+            mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _pad_shape(in_types, *, paddings, mode):
@@ -159,7 +165,8 @@ def _pad(x, *value, paddings, mode):
     return np.pad(x, pads, mode=mode)
 
 
-register_op("pad", shape=_pad_shape, kernel=_pad, cost=_copy_cost, mapping="linear")
+register_op("pad", shape=_pad_shape, kernel=_pad, cost=_copy_cost, mapping="linear",
+            tile_rule="probe", tile_moves=(0,), tile_fill=1)
 
 
 def _reverse(x, *, axes):
@@ -167,7 +174,8 @@ def _reverse(x, *, axes):
 
 
 register_op("reverse", shape=lambda in_types, *, axes: [in_types[0]], kernel=_reverse,
-            cost=_copy_cost, mapping="linear")
+            cost=_copy_cost, mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _bitcast_shape(in_types, *, dtype):

@@ -21,7 +21,6 @@ from ipu_keras._src.ops.registry import register_op
 REDUCTIONS = ("sum", "mean")
 ALL_REDUCE_ATTR = "_ipu_all_reduce"
 REPLICATION_INDEX_ATTR = "_ipu_replication_index"
-COLLECTIVE_OPS = ("all_reduce", "replication_index")
 
 
 def _all_reduce_shape(in_types, *, reduction, group_size):
@@ -36,9 +35,9 @@ def _index_shape(in_types):
 
 
 register_op("all_reduce", shape=_all_reduce_shape, cost=no_cost, mapping="elementwise",
-            engine=True)
+            engine=True, role="replica_reduce")
 register_op("replication_index", shape=_index_shape, cost=no_cost, mapping="linear",
-            engine=True)
+            engine=True, role="replica_index")
 
 
 def reduce_group(values, reduction, dtype):
@@ -65,5 +64,4 @@ def import_marked(node, b):
     return None
 
 
-__all__ = ["ALL_REDUCE_ATTR", "COLLECTIVE_OPS", "REPLICATION_INDEX_ATTR", "import_marked",
-           "reduce_group"]
+__all__ = ["ALL_REDUCE_ATTR", "REPLICATION_INDEX_ATTR", "import_marked", "reduce_group"]

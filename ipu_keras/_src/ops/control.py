@@ -46,10 +46,11 @@ def _call_shape(in_types, *, fn):
 
 
 register_op("while", shape=_while_shape, cost=no_cost, mapping="engine", effect=True,
-            engine=True)
-register_op("if", shape=_if_shape, cost=no_cost, mapping="engine", effect=True, engine=True)
+            engine=True, role="loop", exchange="none")
+register_op("if", shape=_if_shape, cost=no_cost, mapping="engine", effect=True, engine=True,
+            role="branch", exchange="none")
 register_op("call", shape=_call_shape, cost=no_cost, mapping="engine", effect=True,
-            engine=True)
+            engine=True, role="subgraph_call", exchange="none")
 
 
 def _dense(values):

@@ -22,7 +22,7 @@ import numpy as np
 from ipu_keras.errors import UnsupportedOpError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops import cores, simd
-from ipu_keras._src.ops.registry import Work, register_op, tf_import
+from ipu_keras._src.ops.registry import FULL, Work, register_op, tf_import
 
 TF_TYPES = (
     "Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv3D",
@@ -339,14 +339,77 @@ def _macs(out_elements, filter_shape):
     return Work("amp", out_elements * math.prod(filter_shape[:-1]))
 
 
+# -- planner problems: `groups` products of m x k by k x n, the groups in the channel axis;
+# m is the field (batch x output positions), k kernel volume x input channels, n the output
+# channels. An input's scale is its distinct elements per im2col element.
+
+
+def _conv_problem(in_types, out, params):
+    x, w = in_types
+    cg, o = w.shape[-2:]
+    groups = x.shape[-1] // cg
+    m, k, n = out.size // o, math.prod(w.shape[:-1]), o // groups
+    return dict(groups=groups, m=m, k=k, n=n, dtype=x.dtype, out_itemsize=out.itemsize,
+                a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
+
+
+def _conv_input_grad_problem(in_types, out, params):
+    w, dy = in_types
+    cg, o = w.shape[-2:]
+    groups = out.shape[-1] // cg
+    m, k, n = dy.size // o, o // groups, math.prod(w.shape[:-1])
+    return dict(groups=groups, m=m, k=k, n=n, dtype=dy.dtype, out_itemsize=out.itemsize,
+                grouped_cols=True)
+
+
+def _conv_filter_grad_problem(in_types, out, params):
+    x, dy = in_types
+    cg, o = out.shape[-2:]
+    groups = x.shape[-1] // cg
+    m, k, n = math.prod(out.shape[:-1]), dy.size // o, o // groups
+    return dict(groups=groups, m=m, k=k, n=n, dtype=x.dtype, out_itemsize=out.itemsize,
+                a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
+
+
+# -- strict tile rule "conv": batch and channels element for element, spatial axes whole
+# (a superset of the windows); a grouped conv needs its channels whole.
+
+
+def _only(shape, axis, out_axis):
+    return tuple(out_axis if a == axis % len(shape) else FULL for a in range(len(shape)))
+
+
+def _conv_tile_axes(shapes, out, params):
+    (x, w), rank = shapes, len(out)       # (x, w) -> y: batch of x, output channels of w
+    grouped = x[-1] != w[-2]
+    return [_only(x, 0, 0), _only(w, -1, FULL if grouped else rank - 1)]
+
+
+def _conv_input_grad_tile_axes(shapes, out, params):
+    (w, dy), rank = shapes, len(out)      # (w, dy) -> dx: input channels of w, batch of dy
+    grouped = out[-1] != w[-2]
+    return [_only(w, -2, FULL if grouped else rank - 1), _only(dy, 0, 0)]
+
+
+def _conv_filter_grad_tile_axes(shapes, out, params):
+    (x, dy), rank = shapes, len(out)      # (x, dy) -> dw: channels of x and of dy
+    grouped = x[-1] != out[-2]
+    return [_only(x, -1, FULL if grouped else rank - 2), _only(dy, -1, rank - 1)]
+
+
 register_op("conv", shape=_conv_shape, kernel=_conv, mapping="matmul",
-            cost=lambda in_types, out_types, **_: _macs(out_types[0].size, in_types[1].shape))
+            cost=lambda in_types, out_types, **_: _macs(out_types[0].size, in_types[1].shape),
+            plan="conv", problem=_conv_problem, tile_rule="conv", tile_axes=_conv_tile_axes)
 register_op("conv_input_grad", shape=_conv_input_grad_shape, kernel=_conv_input_grad,
             mapping="matmul",
-            cost=lambda in_types, out_types, **_: _macs(in_types[1].size, in_types[0].shape))
+            cost=lambda in_types, out_types, **_: _macs(in_types[1].size, in_types[0].shape),
+            plan="conv", problem=_conv_input_grad_problem, tile_rule="conv",
+            tile_axes=_conv_input_grad_tile_axes)
 register_op("conv_filter_grad", shape=_conv_filter_grad_shape, kernel=_conv_filter_grad,
             mapping="matmul",
-            cost=lambda in_types, out_types, **_: _macs(in_types[1].size, out_types[0].shape))
+            cost=lambda in_types, out_types, **_: _macs(in_types[1].size, out_types[0].shape),
+            plan="conv", problem=_conv_filter_grad_problem, tile_rule="conv",
+            tile_axes=_conv_filter_grad_tile_axes)
 
 
 # -- importers ----------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def _strided_slice(x, *, begin, sizes, strides):
 
 
 register_op("strided_slice", shape=_slice_shape, kernel=_strided_slice, cost=_copy_cost,
-            mapping="linear")
+            mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _slice_grad_shape(in_types, *, shape, begin, sizes, strides):
@@ -79,7 +80,8 @@ def _strided_slice_grad(dy, *, shape, begin, sizes, strides):
 
 
 register_op("strided_slice_grad", shape=_slice_grad_shape, kernel=_strided_slice_grad,
-            cost=_copy_cost, mapping="linear")
+            cost=_copy_cost, mapping="linear",
+            tile_rule="probe", tile_moves=(0,))
 
 
 def _dense_spec(rank, begin, end, strides, masks):
@@ -231,8 +233,20 @@ def _gather(params, indices, *, axis, batch_dims):
     return out
 
 
+def _gather_index_mask(shapes, params, coords):
+    """Strict tile rule: the index elements that select the owned outputs of a gather (the
+    probe sees only the moved params): the batch axes and the axes that replace `axis`."""
+    index_shape = shapes[1]
+    batch, axis = params["batch_dims"], params["axis"] % len(shapes[0])
+    mask = np.zeros(index_shape, bool)
+    mask[tuple(coords[:batch] + coords[axis:axis + len(index_shape) - batch])] = True
+    return mask
+
+
 register_op("gather", shape=_gather_shape, kernel=_gather, cost=_copy_cost,
-            mapping="linear")
+            mapping="linear",
+            tile_rule="probe", tile_moves=(0,),
+            plan="gather", tile_index=_gather_index_mask)
 
 
 def _gather_nd_shape(in_types, **_):
@@ -254,8 +268,18 @@ def _gather_nd(params, indices):
     return np.asarray(params[_index_tuple(indices, params.shape, "GatherNd")])
 
 
+def _gather_nd_index_mask(shapes, params, coords):
+    """Strict tile rule: the leading index axes of the owned outputs, each index row whole."""
+    index_shape = shapes[1]
+    mask = np.zeros(index_shape, bool)
+    mask[tuple(coords[:len(index_shape) - 1] + (slice(None),))] = True
+    return mask
+
+
 register_op("gather_nd", shape=_gather_nd_shape, kernel=_gather_nd, cost=_copy_cost,
-            mapping="linear")
+            mapping="linear",
+            tile_rule="probe", tile_moves=(0,),
+            plan="gather", tile_index=_gather_nd_index_mask)
 
 
 def _gather_params(node, params_rank, indices_rank, axis):

@@ -85,9 +85,9 @@ def _codelet(fn, predicate, split=False):
 # ------------------------------------------------------------------ registration
 
 
-def _register(name, shape, kernel, cost, rowwise=True):
+def _register(name, shape, kernel, cost, rowwise=True, tile_rule="elementwise"):
     register_op(name, shape=shape, kernel=kernel, cost=cost, mapping="elementwise",
-                rowwise=rowwise)
+                rowwise=rowwise, tile_rule=tile_rule)
     _ir_ops.append(name)
 
 
@@ -357,7 +357,9 @@ def _select(cond, x, y, *, expand=0):
 
 
 # Not rowwise: a vector condition picks whole rows of higher-rank operands.
-_register("select", _select_rule, _select, _per_output(VECTOR), rowwise=False)
+_register("select", _select_rule, _select, _per_output(VECTOR), rowwise=False,
+          tile_rule=lambda params: "fallback" if params.get("expand") else "elementwise")
+# (with `expand` the condition is a vector over the leading axis: not element for element)
 _direct("select", ("SelectV2",))
 
 

@@ -7,14 +7,16 @@ and one per activation gradient (`relu`, `relu_grad`, ... from `_ACTIVATIONS`),
 their TensorFlow importers. Kernels compute in the input dtype with the formulas of
 TensorFlow's CPU kernels, so results agree with TensorFlow up to rounding.
 """
+import math
+
 import numpy as np
 
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops import cores, simd
 from ipu_keras._src.ops._common import (
-    broadcast_shape, per_input_element, per_output_element, same_type,
+    broadcast_shape, channel_axis, per_input_element, per_output_element, same_type,
 )
-from ipu_keras._src.ops.registry import Work, register_op, tf_import
+from ipu_keras._src.ops.registry import FULL, Work, register_op, tf_import
 
 TF_TYPES = (
     "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "BiasAdd", "BiasAddV1",
@@ -71,7 +73,18 @@ def _matmul_cost(in_types, out_types, *, transpose_a=False, **_):
     return Work("amp", out_types[0].size * contracted)
 
 
-register_op("matmul", shape=_matmul_shape, kernel=_matmul, cost=_matmul_cost, mapping="matmul")
+def _matmul_problem(in_types, out, params):
+    """The planner's problem: `groups` products (the batch axes) of m x k by k x n."""
+    a, b = in_types
+    m, k = a.shape[-2:][::-1] if params.get("transpose_a") else a.shape[-2:]
+    n = b.shape[-2] if params.get("transpose_b") else b.shape[-1]
+    return dict(groups=math.prod(out.shape[:-2]), m=m, k=k, n=n, dtype=a.dtype,
+                out_itemsize=out.itemsize, a_grouped=math.prod(a.shape[:-2]) > 1,
+                b_grouped=math.prod(b.shape[:-2]) > 1)
+
+
+register_op("matmul", shape=_matmul_shape, kernel=_matmul, cost=_matmul_cost, mapping="matmul",
+            tile_rule="matmul", problem=_matmul_problem)
 
 
 @tf_import("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
@@ -133,10 +146,19 @@ def _text(value):
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _bias_add_tile_axes(shapes, out, params):
+    """Strict tile rule: x element for element, the bias by the output's channel axis."""
+    c_out = channel_axis(len(out), params)
+    return [tuple(range(len(out)))] + [
+        tuple(c_out if a == channel_axis(len(s), params) else FULL for a in range(len(s)))
+        for s in shapes[1:]]
+
+
 register_op("bias_add", shape=same_type, kernel=_bias_add, cost=per_output_element(),
-            mapping="elementwise", rowwise=True)
+            mapping="elementwise", rowwise=True, tile_rule="channel",
+            tile_axes=_bias_add_tile_axes)
 register_op("bias_add_grad", shape=_bias_add_grad_shape, kernel=_bias_add_grad,
-            cost=per_input_element("reduce"), mapping="reduce")
+            cost=per_input_element("reduce"), mapping="reduce", tile_rule="channel")
 
 
 @tf_import("BiasAdd", "BiasAddV1", "BiasAddGrad")
@@ -226,7 +248,7 @@ def _import_activation(op, attrs):
 for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
     register_op(_op, shape=same_type, cost=per_output_element(_kind), mapping="elementwise",
                 kernel=cores.rowwise_kernel(_kernel) if _kind == "transcendental" else _kernel,
-                rowwise=True)
+                rowwise=True, tile_rule="elementwise")
     tf_import(_tf_type)(_import_activation(_op, _attrs))
 
 
@@ -318,7 +340,10 @@ for _op, _shape, _kernel, _kind, _tf_type in (
      "SparseSoftmaxCrossEntropyWithLogits"),
     ("l2_loss", _l2_loss_shape, _l2_loss, "reduce", "L2Loss"),
 ):
-    register_op(_op, shape=_shape, kernel=_kernel, cost=_per_logit(_kind), mapping="reduce")
+    # l2_loss: whole rows for the strict tile rule, but exchanged as a reduction tree
+    # (`exchange` stays "tree"), as the two tables it replaces had it: no behaviour change.
+    register_op(_op, shape=_shape, kernel=_kernel, cost=_per_logit(_kind), mapping="reduce",
+                tile_rule="rows", exchange="tree" if _op == "l2_loss" else "rows")
     tf_import(_tf_type)(lambda node, b, _op=_op: list(_as_tuple(b.emit(_op, node.inputs))))
 
 
@@ -347,7 +372,7 @@ def _in_top_k(predictions, targets, *, k):
 
 register_op("in_top_k", shape=_in_top_k_shape, kernel=_in_top_k,
             cost=lambda in_types, out_types, **_: Work("reduce", in_types[0].size),
-            mapping="reduce")
+            mapping="reduce", tile_rule="rows", exchange="rows")
 
 
 @tf_import("InTopKV2")

@@ -313,7 +313,8 @@ for _op, _shape, _kernel, _mapping in (
     ("avg_pool", _pool_shape, _avg_pool, "reduce"),
     ("avg_pool_grad", _avg_pool_grad_shape, _avg_pool_grad, "reduce"),
 ):
-    register_op(_op, shape=_shape, kernel=_kernel, cost=_pool_cost, mapping=_mapping)
+    register_op(_op, shape=_shape, kernel=_kernel, cost=_pool_cost, mapping=_mapping,
+                tile_rule="window")
 register_pair("max_pool_grad", "relu_grad", _max_pool_relu_grad, link=0, same=[(1, 0)])
 
 

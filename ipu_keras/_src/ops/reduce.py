@@ -119,7 +119,7 @@ def _import_reduction(op):
 
 for _tf_type, _op, _fn, _dtype in _REDUCTIONS:
     register_op(_op, shape=_reduce_shape(_dtype), kernel=_reduce_kernel(_fn),
-                cost=_input_elements, mapping="reduce")
+                cost=_input_elements, mapping="reduce", tile_rule="reduce")
     tf_import(_tf_type)(_import_reduction(_op))
 
 
@@ -148,10 +148,18 @@ def _import_arg(node, b):
     return b.emit(op, [x], axis=axis, dtype=node.out_types[0].dtype)
 
 
+def _unknown_axes(params, rank):
+    """argmax/argmin's reduction tree does not count their `axis` as a known trailing
+    reduction (`passes/traffic.py`), as before these facts moved here."""
+    return None
+
+
 register_op("argmax", shape=_arg_shape, kernel=_arg_kernel(np.argmax, -np.inf),
-            cost=_input_elements, mapping="reduce")
+            cost=_input_elements, mapping="reduce", tile_rule="reduce",
+            reduced_axes=_unknown_axes)
 register_op("argmin", shape=_arg_shape, kernel=_arg_kernel(np.argmin, np.inf),
-            cost=_input_elements, mapping="reduce")
+            cost=_input_elements, mapping="reduce", tile_rule="reduce",
+            reduced_axes=_unknown_axes)
 
 
 
@@ -175,7 +183,7 @@ def _top_k(x, *, k, dtype="int32"):
 
 
 register_op("top_k", shape=_top_k_shape, kernel=_top_k, cost=_input_elements,
-            mapping="reduce")
+            mapping="reduce", tile_rule="reduce")
 
 
 @tf_import("TopKV2")

@@ -12,7 +12,35 @@ op it owns:
 * `rowwise`: each row of the output (index of its first axis) is computed from the same
   rows of the inputs, numpy-broadcast, alone: the engine may then run a chain of such
   ops a block of rows at a time (`simulator/fusion.py`);
-* the TensorFlow op types it is imported from, with `tf_import`.
+* the TensorFlow op types it is imported from, with `tf_import`;
+* and the facts the compiler and the simulator ask the op instead of keeping tables of
+  op names (each has a default, so most ops set none):
+
+  - `role` (one of `ROLES`): what the lowering and the engine do with it. "compute" (the
+    default): a step that runs its kernel. The engine's own ops: "constant" (a preset
+    slot), "variable_read", "variable_write", "stream_in" / "stream_out" (infeed and
+    outfeed), "replica_reduce" / "replica_index" (collectives, handed to the runtime),
+    "loop" / "branch" (control flow with sub-graphs), "subgraph_call" (inlined before
+    lowering), "link_copy" (a compute step whose bytes also cross the IPU-Links);
+  - `tile_rule` (one of `TILE_RULES`, or a callable `(params) -> one of them`): the strict
+    tile mode's dependency rule (`simulator/tile_rules.py`), default "fallback". With
+    it: `tile_moves`, for "probe", the operands whose elements the op moves ("all" or
+    a tuple of indices); `tile_fill`, the operand that is a fill value (no source in a
+    probe, needed by a tile owning an element copied from nowhere); `tile_index`,
+    `(operand shapes, params, coords) -> mask` of operand 1, the indices of a lookup;
+    `tile_axes`, `(operand shapes, output shape, params) -> axis maps`, the op's own
+    axis maps in place of its rule's generic ones (`FULL` for a whole axis);
+  - `plan` (one of `PLANS` or None): the planner problem it poses. Default: "matmul" for
+    mapping "matmul", else None. `problem`: `(in_types, out_type, params) -> dict` of the
+    planner's `Problem` fields (groups, m, k, n, dtype, out_itemsize, scales, ...); None:
+    the planner derives one from the cost rule;
+  - `exchange` (one of `EXCHANGES`): what tiles receive to run it (`passes/traffic.py`).
+    "operands" (default): operands where the outputs are; "rows": the operands' whole
+    rows behind the output rows; "tree": a reduction in place, partials through a tree
+    (default for mapping "reduce"); "variable": the value where the variable is;
+    "none": nothing;
+  - `reduced_axes`: `(params, rank) -> sorted axes or None`, the axes a "tree" op reduces
+    (None: not known), default from its `axes` or `axis` param (`axes_of_params`).
 
 A module may also register, with `register_pair`, one kernel for an op followed by the
 only reader of its output (the engine's pairs, `simulator/pairs.py`).
@@ -25,6 +53,8 @@ import collections
 import dataclasses
 import sys
 
+import numpy as np
+
 Work = collections.namedtuple("Work", "kind amount steps carried", defaults=(1, 0))
 """What one execution of an op costs: `kind` is one of `WORK_KINDS`, `amount` is
 elements for "vector"/"transcendental"/"copy", multiply-accumulates for "amp".
@@ -35,6 +65,14 @@ the previous step produced (an RNN's state), an exchange and a sync per step."""
 
 WORK_KINDS = ("none", "vector", "transcendental", "amp", "copy", "reduce")
 MAPPINGS = ("elementwise", "linear", "matmul", "reduce", "single", "engine")
+ROLES = ("compute", "constant", "variable_read", "variable_write", "stream_in", "stream_out",
+         "replica_reduce", "replica_index", "loop", "branch", "subgraph_call", "link_copy")
+TILE_RULES = ("elementwise", "rows", "reduce", "channel", "window", "conv", "matmul", "probe",
+              "fallback")
+PLANS = ("matmul", "conv", "gather")
+EXCHANGES = ("operands", "rows", "tree", "variable", "none")
+FULL = None
+"""In a `tile_axes` axis map: the operand axis is needed whole."""
 
 NO_WORK = Work("none", 0)
 
@@ -50,6 +88,20 @@ class OpDef:
     engine: bool = False
     module: str = ""
     rowwise: bool = False
+    role: str = "compute"
+    tile_rule: object = "fallback"
+    tile_moves: object = None
+    tile_fill: object = None
+    tile_index: object = None
+    tile_axes: object = None
+    plan: object = None
+    problem: object = None
+    exchange: str = "operands"
+    reduced_axes: object = None
+
+    def tile_rule_for(self, params):
+        """The strict tile rule of one equation of this op (see `tile_rule`)."""
+        return self.tile_rule(params) if callable(self.tile_rule) else self.tile_rule
 
 
 _OPS = {}
@@ -60,8 +112,19 @@ Pair = collections.namedtuple("Pair", "name kernel link same")
 """One kernel for op `first` followed by op `second` (`register_pair`)."""
 
 
+def axes_of_params(params, rank):
+    """The default `reduced_axes`: the op's `axes` param, else its `axis`, else None."""
+    if "axes" in params:
+        return sorted({a % rank for a in np.atleast_1d(params["axes"]).tolist()}) if rank else []
+    if "axis" in params:
+        return [params["axis"] % rank] if rank else []
+    return None
+
+
 def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False,
-                rowwise=False):
+                rowwise=False, role="compute", tile_rule="fallback", tile_moves=None,
+                tile_fill=None, tile_index=None, tile_axes=None, plan=None, problem=None,
+                exchange=None, reduced_axes=axes_of_params):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -69,9 +132,27 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
         raise ValueError(f"Unknown mapping {mapping!r} for op '{name}'.")
     if kernel is None and not engine:
         raise ValueError(f"Op '{name}' needs a kernel unless the engine runs it.")
+    if plan is None and mapping == "matmul":
+        plan = "matmul"
+    if exchange is None:
+        exchange = "tree" if mapping == "reduce" else "operands"
+    _check_fact(name, "role", role, ROLES)
+    _check_fact(name, "plan", plan, PLANS + (None,))
+    _check_fact(name, "exchange", exchange, EXCHANGES)
+    if not callable(tile_rule):
+        _check_fact(name, "tile_rule", tile_rule, TILE_RULES)
+    if tile_rule == "probe" and tile_moves is None:
+        raise ValueError(f"Op '{name}' has the probe tile rule but no `tile_moves`.")
     module = sys._getframe(1).f_globals.get("__name__", "")
-    _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise)
+    _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise,
+                       role, tile_rule, tile_moves, tile_fill, tile_index, tile_axes, plan,
+                       problem, exchange, reduced_axes)
     return _OPS[name]
+
+
+def _check_fact(name, fact, value, known):
+    if value not in known:
+        raise ValueError(f"Unknown {fact} {value!r} for op '{name}'.")
 
 
 def register_pair(first, second, kernel, *, link, same=()):

@@ -20,14 +20,15 @@ def _const_shape(in_types, *, value):
 
 
 register_op("const", shape=_const_shape, kernel=lambda *, value: value, cost=no_cost,
-            mapping="linear")
+            mapping="linear", role="constant", exchange="none")
 
 
 def _read_shape(in_types, *, var, type):
     return [type]
 
 
-register_op("read_var", shape=_read_shape, cost=no_cost, mapping="engine", engine=True)
+register_op("read_var", shape=_read_shape, cost=no_cost, mapping="engine", engine=True,
+            role="variable_read", exchange="none")
 
 
 def _write_shape(in_types, *, var, mode):
@@ -40,7 +41,7 @@ def _write_cost(in_types, out_types, *, var, mode):
 
 
 register_op("write_var", shape=_write_shape, cost=_write_cost, mapping="engine",
-            effect=True, engine=True)
+            effect=True, engine=True, role="variable_write", exchange="variable")
 
 
 def _infeed_shape(in_types, *, infeed, types):
@@ -52,7 +53,7 @@ def _feed_cost(in_types, out_types, **_):
 
 
 register_op("infeed", shape=_infeed_shape, cost=_feed_cost, mapping="engine",
-            effect=True, engine=True)
+            effect=True, engine=True, role="stream_in", exchange="none")
 
 
 def _outfeed_shape(in_types, *, outfeed):
@@ -60,7 +61,7 @@ def _outfeed_shape(in_types, *, outfeed):
 
 
 register_op("outfeed", shape=_outfeed_shape, cost=_feed_cost, mapping="engine",
-            effect=True, engine=True)
+            effect=True, engine=True, role="stream_out", exchange="none")
 
 
 @tf_import("Const")

@@ -19,4 +19,4 @@ def _copy(x, *, source_ipu, destination_ipu):
 
 
 register_op("ipu_copy", shape=same_type, kernel=_copy, cost=per_output_element("copy"),
-            mapping="linear")
+            mapping="linear", role="link_copy")

@@ -26,6 +26,7 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 
 from ipu_keras.errors import FeedError, InfeedExhaustedError
+from ipu_keras._src.ops.registry import get_op
 
 DEFAULT_PREFETCH_DEPTH = 4
 _END = object()
@@ -183,4 +184,5 @@ class StreamSet:
     def collective(self, op, values, params):
         """A collective of the only replica: the index is 0, a reduction the value."""
         del params
-        return np.int32(0) if op == "replication_index" else np.array(values[0], copy=True)
+        index = get_op(op).role == "replica_index"
+        return np.int32(0) if index else np.array(values[0], copy=True)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ipu_keras.errors import ReplicationError
 from ipu_keras._src.ops.collective import reduce_group
+from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.runtime.feeds import StreamSet
 
 logger = logging.getLogger("ipu_keras")
@@ -176,7 +177,7 @@ class ReplicaStreams(StreamSet):
         self.communicator = communicator
 
     def collective(self, op, values, params):
-        if op == "replication_index":
+        if get_op(op).role == "replica_index":
             return self.communicator.replication_index(self.index)
         return self.communicator.all_reduce(self.index, values[0], params["reduction"],
                                             params["group_size"])

@@ -3,7 +3,8 @@
 A tile owns a contiguous flat range of each output. Given the coordinates of the
 elements it owns, `needed_masks` returns, per operand, a boolean array of the
 operand's shape marking the elements the tile must hold (its own or received) to
-compute them. The rule of an op is its `kind`:
+compute them. The rule of an op is its `kind`, the op's `tile_rule` fact (with
+`tile_moves`, `tile_fill`, `tile_index` and `tile_axes`, see `ops/registry.py`):
 
 * "elementwise": numpy broadcasting, element for element (math and activation ops);
 * "rows": every leading axis element for element, the last axis whole (softmax, the
@@ -18,6 +19,7 @@ compute them. The rule of an op is its `kind`:
   of values and the output tells which element each output element copies;
 * "fallback": every operand element (not tile-local; counted and reported).
 
+An "elementwise" op whose operands do not broadcast to its outputs falls back.
 A rule is an axis map per operand: per operand axis, the output axis whose coordinate
 selects it, or `FULL` for the whole axis. A rule that claims too little is caught by
 the strict engine (the tile computes from poison where it lacked data); one that
@@ -25,51 +27,22 @@ claims too much shows as exchange beyond what the cost model charges.
 """
 import numpy as np
 
-from ipu_keras._src.ops.registry import get_op
-
-FULL = None
-
-_BROADCAST_MODULES = ("ipu_keras._src.ops.math", "ipu_keras._src.ops.nn")
-_ROWS = ("softmax", "log_softmax", "softmax_xent", "sparse_softmax_xent", "in_top_k",
-         "l2_loss")
-_CHANNEL = ("bias_add", "bias_add_grad", "batch_norm", "batch_norm_grad")
-_WINDOW = ("max_pool", "avg_pool", "max_pool_grad", "avg_pool_grad")
-_CONV = ("conv", "conv_input_grad", "conv_filter_grad")
-_PROBES = {
-    # op -> the operands whose elements it moves (others keep their values; floats -> 0)
-    "reshape": (0,), "transpose": (0,), "broadcast_to": (0,), "tile": (0,), "pad": (0,),
-    "reverse": (0,), "split": (0,), "strided_slice": (0,), "strided_slice_grad": (0,),
-    "gather": (0,), "gather_nd": (0,), "concat": "all",
-}
+from ipu_keras._src.ops._common import channel_axis
+from ipu_keras._src.ops.registry import FULL, get_op
 
 
 def kind_of(op, in_shapes, out_shapes, params):
     """The rule kind of `op` for these shapes (see the module docstring)."""
-    opdef = get_op(op)
-    if op == "select" and params.get("expand"):
-        return "fallback"           # the condition is a vector over the leading axis
-    if op in _PROBES:
-        return "probe"
-    if op == "matmul":
-        return "matmul"
-    if op in _ROWS:
-        return "rows"
-    if op in _CHANNEL:
-        return "channel"
-    if op in _WINDOW:
-        return "window"
-    if op in _CONV:
-        return "conv"
-    if opdef.module == "ipu_keras._src.ops.reduce":
-        return "reduce"
-    if opdef.mapping == "elementwise" and opdef.module in _BROADCAST_MODULES:
+    kind = get_op(op).tile_rule_for(params)
+    if kind == "elementwise":
         try:
             shape = tuple(np.broadcast_shapes(*in_shapes)) if in_shapes else ()
         except ValueError:
             return "fallback"
         if all(tuple(s) == shape for s in out_shapes):
             return "elementwise"
-    return "fallback"
+        return "fallback"
+    return kind
 
 
 def needed_masks(kind, op, args, out_shapes, params, j, coords, probe=None):
@@ -78,17 +51,21 @@ def needed_masks(kind, op, args, out_shapes, params, j, coords, probe=None):
     `coords` is the tuple of coordinate arrays (`np.unravel_index`) of the owned
     elements; `probe` the element numbers the "probe" rule computed for output `j`.
     """
-    shapes = [np.shape(a) for a in args]
+    shapes, opdef = [np.shape(a) for a in args], get_op(op)
     if kind == "probe":
         masks = _probe_masks(shapes, probe)
-        if op in ("gather", "gather_nd"):
-            masks[1] = _index_mask(op, shapes, params, coords)
-        elif op == "pad" and len(shapes) > 1:
-            masks[1][...] = bool((probe == 0).any())  # the fill, if the tile owns padding
+        fill = opdef.tile_fill
+        if opdef.tile_index is not None:
+            masks[1] = opdef.tile_index(shapes, params, coords)
+        elif fill is not None and len(shapes) > fill:
+            masks[fill][...] = bool((probe == 0).any())  # the fill, if the tile owns padding
         return masks
     if kind == "fallback":
         return [np.ones(s, bool) for s in shapes]
-    axis_maps = _AXIS_MAPS[kind](op, shapes, out_shapes[j], params)
+    if opdef.tile_axes is not None:
+        axis_maps = opdef.tile_axes(shapes, out_shapes[j], params)
+    else:
+        axis_maps = _AXIS_MAPS[kind](op, shapes, out_shapes[j], params)
     masks = []
     for shape, axis_map in zip(shapes, axis_maps):
         mask = np.zeros(shape, bool)
@@ -104,7 +81,8 @@ def needed_masks(kind, op, args, out_shapes, params, j, coords, probe=None):
 def probe(op, args, params, moved=None):
     """Runs `op`'s kernel on element numbers: per output, the global number + 1 of the
     operand element each output element copies (0: none, e.g. padding)."""
-    moved = _PROBES[op] if moved is None else moved
+    opdef = get_op(op)
+    moved = opdef.tile_moves if moved is None else moved
     moved = range(len(args)) if moved == "all" else moved
     codes, offset = [], 1
     for i, a in enumerate(args):
@@ -112,11 +90,11 @@ def probe(op, args, params, moved=None):
         if i in moved:
             codes.append(np.arange(offset, offset + a.size, dtype=np.int64).reshape(a.shape))
             offset += a.size
-        elif a.dtype.kind == "f" or op == "pad":  # a float operand, or pad's fill: no source
+        elif a.dtype.kind == "f" or i == opdef.tile_fill:  # a float operand or a fill: no source
             codes.append(np.zeros(a.shape, np.int64))
         else:
             codes.append(a)
-    out = get_op(op).kernel(*codes, **params)
+    out = opdef.kernel(*codes, **params)
     return [np.asarray(o) for o in (out if isinstance(out, (tuple, list)) else (out,))]
 
 
@@ -131,21 +109,6 @@ def _probe_masks(shapes, numbers):
         masks.append(mask.reshape(shape))
         offset += size
     return masks
-
-
-def _index_mask(op, shapes, params, coords):
-    """The index elements that select the owned outputs of a gather (the probe sees only
-    the moved params). gather: the batch axes and the axes that replace `axis`;
-    gather_nd: the leading index axes, each whole index row."""
-    index_shape = shapes[1]
-    mask = np.zeros(index_shape, bool)
-    if op == "gather":
-        batch, axis = params["batch_dims"], params["axis"] % len(shapes[0])
-        select = coords[:batch] + coords[axis:axis + len(index_shape) - batch]
-    else:
-        select = coords[:len(index_shape) - 1] + (slice(None),)
-    mask[tuple(select)] = True
-    return mask
 
 
 # -- axis maps: (op, operand shapes, output shape, params) -> per operand, per axis -------
@@ -176,17 +139,9 @@ def _reduce(op, shapes, out, params):
 
 
 def _channel(op, shapes, out, params):
-    def channel(rank):
-        if rank <= 1:
-            return 0
-        return 1 if str(params.get("data_format", "NHWC")).startswith("NC") else rank - 1
-
-    c_out = channel(len(out))
-    maps = [tuple(c_out if a == channel(len(s)) else FULL for a in range(len(s)))
+    c_out = channel_axis(len(out), params)
+    return [tuple(c_out if a == channel_axis(len(s), params) else FULL for a in range(len(s)))
             for s in shapes]
-    if op == "bias_add":
-        maps[0] = tuple(range(len(out)))
-    return maps
 
 
 def _window(op, shapes, out, params):
@@ -210,22 +165,6 @@ def contracted_axes(params, ranks):
             b - 1 if params.get("transpose_b") else b - 2)
 
 
-def _conv(op, shapes, out, params):
-    first, second = shapes
-    rank = len(out)
-
-    def only(shape, axis, out_axis):
-        return tuple(out_axis if a == axis % len(shape) else FULL for a in range(len(shape)))
-
-    if op == "conv":                # (x, w) -> y: batch of x, output channels of w
-        grouped = first[-1] != second[-2]
-        return [only(first, 0, 0), only(second, -1, FULL if grouped else rank - 1)]
-    if op == "conv_input_grad":     # (w, dy) -> dx: input channels of w, batch of dy
-        grouped = out[-1] != first[-2]
-        return [only(first, -2, FULL if grouped else rank - 1), only(second, 0, 0)]
-    grouped = first[-1] != out[-2]  # (x, dy) -> dw: channels of x and of dy
-    return [only(first, -1, FULL if grouped else rank - 2), only(second, -1, rank - 1)]
-
-
 _AXIS_MAPS = {"elementwise": _elementwise, "rows": _rows, "reduce": _reduce,
-              "channel": _channel, "window": _window, "matmul": _matmul, "conv": _conv}
+              "channel": _channel, "window": _window, "matmul": _matmul}
+"""Per rule kind, its generic axis maps ("conv" has only the ops' own `tile_axes`)."""

@@ -137,7 +137,8 @@ class GraphImporter:
         results = list(results)
         consts = self.facts.consts
         for eqn in b.equations[first:]:
-            folded = [eqn.params["value"]] if eqn.op == "const" else fold_equation(eqn, consts)
+            constant = ops.get_op(eqn.op).role == "constant"
+            folded = [eqn.params["value"]] if constant else fold_equation(eqn, consts)
             for value, array in zip(eqn.outputs, folded or ()):
                 consts[value.id] = array
         _check_types(node, results)
@@ -149,7 +150,7 @@ def _mark_pipeline(op, equations):
     """A pipeline's micro-batch loop keeps its schedule and depth (`Equation.pipeline`)."""
     info = placement.pipeline_of(op) if op.type in ("While", "StatelessWhile") else None
     for eqn in equations:
-        if info is not None and eqn.op == "while":
+        if info is not None and ops.get_op(eqn.op).role == "loop":
             eqn.pipeline = info
 
 

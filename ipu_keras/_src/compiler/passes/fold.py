@@ -3,6 +3,7 @@ import dataclasses
 
 from ipu_keras._src.compiler.passes.rewrite import map_graph
 from ipu_keras._src.ops.evaluate import fold_equation
+from ipu_keras._src.ops.registry import get_op
 
 
 def fold_constants(graph):
@@ -12,7 +13,7 @@ def fold_constants(graph):
 def _fold_level(equations, outputs):
     consts, out = {}, []
     for eqn in equations:
-        if eqn.op == "const":
+        if get_op(eqn.op).role == "constant":
             consts[eqn.outputs[0].id] = eqn.params["value"]
             out.append(eqn)
             continue

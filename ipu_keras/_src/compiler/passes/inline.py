@@ -2,6 +2,7 @@
 import dataclasses
 
 from ipu_keras._src.compiler.passes.rewrite import map_graph, substitute
+from ipu_keras._src.ops.registry import get_op
 
 
 def inline_calls(graph):
@@ -12,7 +13,7 @@ def _inline_level(equations, outputs):
     out, mapping = [], {}
     for eqn in equations:
         eqn = dataclasses.replace(eqn, inputs=substitute(eqn.inputs, mapping))
-        if eqn.op != "call":
+        if get_op(eqn.op).role != "subgraph_call":
             out.append(eqn)
             continue
         callee = eqn.params["fn"]

@@ -24,9 +24,15 @@ import math
 
 from ipu_keras._src.compiler.passes import traffic
 from ipu_keras.errors import ReplicationError
-from ipu_keras._src.ops.collective import COLLECTIVE_OPS
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.device import cost as cost_model
+
+_CONTROL = ("loop", "branch")
+"""Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
+_COLLECTIVE = ("replica_reduce", "replica_index")
+_STREAMS = ("stream_in", "stream_out")
+_FREE = ("constant", "variable_read", "loop", "branch", "subgraph_call", "replica_index")
+"""Roles whose own step costs no cycles."""
 
 
 class _Lowering:
@@ -74,10 +80,11 @@ class _Lowering:
         values, steps = list(graph.inputs), []
         for eqn in graph.equations:
             values.extend(eqn.outputs)
-            if eqn.op != "const":
+            role = get_op(eqn.op).role
+            if role != "constant":
                 plan = self.map.plan_of(eqn)
                 received = plan.receive_bytes if plan is not None else (
-                    0 if eqn.op in ("while", "if") else
+                    0 if role in _CONTROL else
                     traffic.received_bytes(eqn, self.map).max(initial=0))
                 steps.append([int(received), str(eqn.source)])
                 if getattr(plan, "kind", "") == "matmul" and plan.k_split > 1:
@@ -89,18 +96,19 @@ class _Lowering:
 
     def step(self, eqn):
         p, ins, outs = eqn.params, self.slots_of(eqn.inputs), self.slots_of(eqn.outputs)
-        if eqn.op == "const":
+        role = get_op(eqn.op).role
+        if role == "constant":
             self.constants.append([outs[0], p["value"]])
             return None
-        if eqn.op == "read_var":
+        if role == "variable_read":
             return ["read", p["var"], outs[0]]
-        if eqn.op == "write_var":
+        if role == "variable_write":
             return ["write", p["var"], p["mode"], ins[0]]
-        if eqn.op == "infeed":
+        if role == "stream_in":
             return ["infeed", p["infeed"], outs]
-        if eqn.op == "outfeed":
+        if role == "stream_out":
             return ["outfeed", p["outfeed"], ins]
-        if eqn.op in COLLECTIVE_OPS:
+        if role in _COLLECTIVE:
             size = p.get("group_size")
             if size and self.replicas % size:
                 raise ReplicationError(
@@ -109,7 +117,7 @@ class _Lowering:
                     f"replica_group_size={size}, replication factor {self.replicas} (from "
                     f"{eqn.source}). Use a divisor of {self.replicas}, or None for all.")
             return ["collective", eqn.op, ins, outs, p]
-        if eqn.op == "while":
+        if role == "loop":
             cond, body = p["cond"], p["body"]
             step = ["while", ins, self.block(cond), self.slots_of(cond.inputs),
                     self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
@@ -117,7 +125,7 @@ class _Lowering:
             if id(eqn) in self.pipelines:
                 self._pipelined(self.blocks[step[5]], self.pipelines[id(eqn)])
             return step
-        if eqn.op == "if":
+        if role == "branch":
             then, other = p["then"], p["else"]
             return ["if", ins[0], ins[1:], self.block(then), self.slots_of(then.inputs),
                     self.slots_of(then.outputs), self.block(other), self.slots_of(other.inputs),
@@ -137,14 +145,14 @@ class _Lowering:
     # -- cost ----------------------------------------------------------------------
     def cycles(self, eqn):
         """[compute, exchange, sync, host_io] cycles of one execution of `eqn`."""
-        target = self.target
-        if eqn.op in ("const", "read_var", "while", "if", "call", "replication_index"):
+        target, opdef = self.target, get_op(eqn.op)
+        if opdef.role in _FREE:
             return [0, 0, 0, 0]
-        if eqn.op == "all_reduce":   # over the IPU-Links, replica to replica
+        if opdef.role == "replica_reduce":   # over the IPU-Links, replica to replica
             group = eqn.params["group_size"] or self.replicas
             return [0, 0, 0, 0] if group <= 1 else [
                 0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
-        if eqn.op in ("infeed", "outfeed"):
+        if opdef.role in _STREAMS:
             # A stream copy synchronises with the host: an external sync.
             nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
             return [0, 0, cost_model.sync_cycles(target, external=True),
@@ -154,7 +162,7 @@ class _Lowering:
             external = self._spans_ipus(plan.start, plan.tiles)
             return [plan.compute, plan.exchange,
                     plan.supersteps * cost_model.sync_cycles(target, external), 0]
-        if get_op(eqn.op).mapping == "reduce" and eqn.op not in traffic.ROW_OPS:
+        if opdef.exchange == "tree":
             return self._reduction(eqn)
         received = traffic.received_bytes(eqn, self.map)
         exchange = cost_model.exchange_cycles(int(received.max(initial=0)), target)
@@ -164,7 +172,7 @@ class _Lowering:
             exchange += work.steps * cost_model.exchange_cycles(work.carried, target)
             supersteps = max(supersteps, work.steps)
         external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
-        if eqn.op == "ipu_copy":   # over the IPU-Links, then onto the destination tiles
+        if opdef.role == "link_copy":   # over the IPU-Links, then onto the destination tiles
             exchange += cost_model.ipu_link_cycles(eqn.inputs[0].type.nbytes, target)
             external = True
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
@@ -200,7 +208,7 @@ class _Lowering:
         work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
                           **eqn.params)
         dtype = (eqn.inputs or eqn.outputs)[0].type.dtype
-        if eqn.op == "write_var":
+        if opdef.role == "variable_write":
             anchors = [(eqn.inputs[0], self.map.variables[eqn.params["var"]])]
         else:
             anchors = [(v, self.map.values.get(v.id)) for v in eqn.outputs]

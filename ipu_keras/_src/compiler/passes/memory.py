@@ -125,7 +125,7 @@ class _Liveness:
         live = sum(owned.values(), np.zeros(self.n, np.int64))
         peak = live.copy()
         for i, eqn in enumerate(graph.equations):
-            if eqn.op not in ("const", "read_var"):
+            if get_op(eqn.op).role not in ("constant", "variable_read"):
                 for v in eqn.outputs:
                     if v.id not in self.map.aliases:
                         owned[v.id] = self.bytes_of(v)
@@ -146,7 +146,8 @@ class _Liveness:
 
     def _inner_peak(self, eqn, sub, loop_trace, around):
         """A sub-graph's peak; the first loop body also fills `loop_trace` (once)."""
-        if loop_trace is None or loop_trace or eqn.op != "while" or sub is not eqn.params["body"]:
+        if (loop_trace is None or loop_trace or get_op(eqn.op).role != "loop"
+                or sub is not eqn.params["body"]):
             return self.peak(sub)
         body = []
         peak = self.peak(sub, body)
@@ -163,7 +164,8 @@ def _code(graph, live, compile_ipu_code):
     vertex_types = {}
     steps = 0
     for eqn in graph.walk():
-        if eqn.op in ("const", "read_var", "while", "if", "call"):
+        if get_op(eqn.op).role in ("constant", "variable_read", "loop", "branch",
+                                   "subgraph_call"):
             continue
         steps += 1
         received = traffic.received_bytes(eqn, live.map)
@@ -193,8 +195,9 @@ def _vertices(eqn, live):
                       **eqn.params)
     if work.kind == "none":
         return []
-    anchor = eqn.inputs[0] if eqn.op == "write_var" else eqn.outputs[0]
-    mapping = (live.map.variables[eqn.params["var"]] if eqn.op == "write_var"
+    writes = opdef.role == "variable_write"
+    anchor = eqn.inputs[0] if writes else eqn.outputs[0]
+    mapping = (live.map.variables[eqn.params["var"]] if writes
                else live.map.values.get(anchor.id))
     if mapping is None:
         return []
@@ -210,11 +213,12 @@ def _always_live(graph, live):
     constants = np.zeros(n, np.int64)
     streams = {}
     for eqn in graph.walk():
-        if eqn.op == "const":
+        role = get_op(eqn.op).role
+        if role == "constant":
             constants += live.bytes_of(eqn.outputs[0])
-        elif eqn.op in ("infeed", "outfeed"):
+        elif role in ("stream_in", "stream_out"):
             key = (eqn.op, eqn.params.get(eqn.op))
-            values = eqn.outputs if eqn.op == "infeed" else eqn.inputs
+            values = eqn.outputs if role == "stream_in" else eqn.inputs
             element = sum((live.bytes_of(v) for v in values), np.zeros(n, np.int64))
             streams[key] = np.maximum(streams.get(key, 0), element)
     stream_buffers = sum(streams.values(), np.zeros(n, np.int64))

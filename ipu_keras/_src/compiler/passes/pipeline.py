@@ -27,19 +27,20 @@ costed like any step.
 from ipu_keras._src.compiler.passes.lower import step_cycles
 from ipu_keras._src.compiler.passes.stages import is_backward
 from ipu_keras._src.device import cost as cost_model
+from ipu_keras._src.ops.registry import get_op
 
 
 def plan_pipelines(graph, tile_map, target):
     """id(loop equation) -> its schedule (a dict, see `schedule`), for every pipeline."""
     return {id(eqn): schedule_loop(eqn, tile_map, target)
-            for eqn in graph.walk() if eqn.op == "while" and eqn.pipeline}
+            for eqn in graph.walk() if get_op(eqn.op).role == "loop" and eqn.pipeline}
 
 
 def _micro_batch_work(graph):
     """The equations one iteration runs every time: all but a conditional's branches."""
     for eqn in graph.equations:
         yield eqn
-        if eqn.op != "if":
+        if get_op(eqn.op).role != "branch":
             for sub in eqn.subgraphs():
                 yield from _micro_batch_work(sub)
 
@@ -48,7 +49,7 @@ def _update_cycles(body, tile_map, target):
     """Cycles of the costliest branch of the loop body's conditionals (a weight update)."""
     return sum(max(sum(sum(step_cycles(e, tile_map, target)) for e in sub.walk())
                    for sub in eqn.subgraphs())
-               for eqn in body.walk() if eqn.op == "if")
+               for eqn in body.walk() if get_op(eqn.op).role == "branch")
 
 
 def stage_table(body, tile_map, target):

@@ -50,6 +50,7 @@ import numpy as np
 
 from ipu_keras.errors import ConfigurationError
 from ipu_keras._src.device import cost as cost_model
+from ipu_keras._src.ops.registry import get_op
 
 DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 """Poplar's default `availableMemoryProportion`."""
@@ -57,10 +58,6 @@ DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 MAX_SERIAL_SPLITS = 64
 """Most serial passes a plan may split its output columns into (a search limit, not a
 machine figure): each pass reuses the same temporaries, trading cycles for memory."""
-
-CONV_OPS = ("conv", "conv_input_grad", "conv_filter_grad")
-"""Ops planned with `convolutions.poplar_options`; other matmul-mapped ops use `matmuls`."""
-
 
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
@@ -174,13 +171,12 @@ class GatherPlan:
 
 
 def problem_of(eqn):
-    """The `Problem` of a matmul-mapped equation."""
+    """The `Problem` of a matmul-mapped equation: the op's own `problem` fact, else one
+    from its cost rule (its output's last axis is n, its work per output element k)."""
     ins, out = [v.type for v in eqn.inputs], eqn.outputs[0].type
-    p = eqn.params
-    if eqn.op == "matmul":
-        return _matmul_problem(ins[0], ins[1], out, p)
-    if eqn.op in CONV_OPS:
-        return _conv_problem(eqn.op, ins, out, p)
+    problem = get_op(eqn.op).problem
+    if problem is not None:
+        return Problem(**problem(ins, out, eqn.params))
     n = out.shape[-1] if out.shape else 1
     m = max(1, out.size // max(1, n))
     k = max(1, _work_amount(eqn) // max(1, out.size))
@@ -190,41 +186,9 @@ def problem_of(eqn):
 
 
 def _work_amount(eqn):
-    from ipu_keras._src.ops.registry import get_op
-
     work = get_op(eqn.op).cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
                                **eqn.params)
     return int(work.amount)
-
-
-def _matmul_problem(a, b, out, p):
-    m, k = a.shape[-2:][::-1] if p.get("transpose_a") else a.shape[-2:]
-    n = b.shape[-2] if p.get("transpose_b") else b.shape[-1]
-    groups = math.prod(out.shape[:-2])
-    return Problem(groups, m, k, n, a.dtype, out.itemsize,
-                   a_grouped=math.prod(a.shape[:-2]) > 1, b_grouped=math.prod(b.shape[:-2]) > 1)
-
-
-def _conv_problem(op, ins, out, p):
-    if op == "conv":
-        x, w = ins
-        cg, o = w.shape[-2:]
-        groups = x.shape[-1] // cg
-        m, k, n = out.size // o, math.prod(w.shape[:-1]), o // groups
-        return Problem(groups, m, k, n, x.dtype, out.itemsize,
-                       a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
-    if op == "conv_input_grad":
-        w, dy = ins
-        cg, o = w.shape[-2:]
-        groups = out.shape[-1] // cg
-        m, k, n = dy.size // o, o // groups, math.prod(w.shape[:-1])
-        return Problem(groups, m, k, n, dy.dtype, out.itemsize, grouped_cols=True)
-    x, dy = ins
-    cg, o = out.shape[-2:]
-    groups = x.shape[-1] // cg
-    m, k, n = math.prod(out.shape[:-1]), dy.size // o, o // groups
-    return Problem(groups, m, k, n, x.dtype, out.itemsize,
-                   a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
 
 
 # -- candidates ---------------------------------------------------------------------------
@@ -430,5 +394,6 @@ def plan_gather(table_tiles, table_per_tile, indices_nbytes, out_type, out_per_t
                       copy, exchange, 2, cycles)
 
 
-def options_for(op, matmul_options, conv_options):
-    return conv_options if op in CONV_OPS else matmul_options
+def options_for(plan, matmul_options, conv_options):
+    """The options of a plan kind (an op's `plan` fact): a convolution's or a matmul's."""
+    return conv_options if plan == "conv" else matmul_options

@@ -30,8 +30,9 @@ import dataclasses
 
 from ipu_keras.errors import ShardingError
 from ipu_keras._src.ir.graph import Equation, Graph, Source, Value
+from ipu_keras._src.ops.registry import get_op
 
-STATE_OPS = ("read_var", "write_var")
+STATE_ROLES = ("variable_read", "variable_write")
 
 
 def shard(graph):
@@ -75,7 +76,7 @@ def variable_shards(graph):
     """Variable index -> the IPU of the first equation that reads or writes it (0 if none)."""
     homes = {}
     for eqn in graph.walk():
-        if eqn.op in STATE_OPS:
+        if get_op(eqn.op).role in STATE_ROLES:
             homes.setdefault(eqn.params["var"], eqn.shard or 0)
     return [homes.get(i, 0) for i in range(len(graph.variables))]
 
@@ -94,7 +95,7 @@ def _placed_homes(graph):
     """Variable index -> the IPU of the first placed equation that reads or writes it."""
     homes = {}
     for eqn in graph.walk():
-        if eqn.op in STATE_OPS and eqn.shard is not None:
+        if get_op(eqn.op).role in STATE_ROLES and eqn.shard is not None:
             homes.setdefault(eqn.params["var"], eqn.shard)
     return homes
 
@@ -112,7 +113,7 @@ def _fill(graph, parent, homes, default=0):
     """Places the equations of `graph` (held by an equation on IPU `parent`, None at the
     top); what nothing decides goes on `parent`, else on `default`."""
     eqns = list(graph.equations)
-    shards = [e.shard if e.shard is not None or e.op not in STATE_OPS
+    shards = [e.shard if e.shard is not None or get_op(e.op).role not in STATE_ROLES
               else homes.get(e.params["var"]) for e in eqns]
     producer = {v.id: i for i, e in enumerate(eqns) for v in e.outputs}
     users = {}
@@ -170,7 +171,7 @@ def _home_state(graph, homes):
     for e in graph.equations:
         params = {k: _home_state(v, homes) if k in _sub_keys(e) else v
                   for k, v in e.params.items()}
-        shard_ = homes[e.params["var"]] if e.op in STATE_OPS else e.shard
+        shard_ = homes[e.params["var"]] if get_op(e.op).role in STATE_ROLES else e.shard
         out.append(dataclasses.replace(e, shard=shard_, params=params))
     return graph.replace(equations=out)
 

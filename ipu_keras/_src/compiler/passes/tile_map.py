@@ -39,10 +39,6 @@ GRAIN_BYTES = 64
 """Minimum bytes of one value on a tile: one 64-byte chunk, 8 loads of the 64-bit
 datapath, so a tile never gets a sliver smaller than a few vector instructions."""
 
-GATHER_OPS = ("gather", "gather_nd")
-"""Ops planned as table lookups (embeddings)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class Mapping:
     start: int
@@ -142,7 +138,7 @@ class _Planner:
     def equation(self, eqn, variables):
         opdef = get_op(eqn.op)
         self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
-        if eqn.op == "read_var":
+        if opdef.role == "variable_read":
             self.values[eqn.outputs[0].id] = variables[eqn.params["var"]]
             return
         for sub in eqn.subgraphs():
@@ -156,11 +152,11 @@ class _Planner:
             self.values[out.id] = self._choose(opdef, eqn, i, out)
 
     def _choose(self, opdef, eqn, i, out):
-        if eqn.op == "while":
+        if opdef.role == "loop":
             return self.values.get(eqn.inputs[i].id) or self.linear(out.type)
         if i == 0 and opdef.mapping == "matmul" and len(eqn.inputs) >= 2:
             return self._matmul(eqn, out)
-        if i == 0 and eqn.op in GATHER_OPS and eqn.inputs[0].id in self.values:
+        if i == 0 and opdef.plan == "gather" and eqn.inputs[0].id in self.values:
             return self._gather(eqn, out)
         if is_view(eqn) and eqn.inputs[0].id in self.values:
             self.aliases[out.id] = self.aliases.get(eqn.inputs[0].id, eqn.inputs[0].id)
@@ -178,9 +174,9 @@ class _Planner:
             # nothing to plan, and the op's own cost rule prices it.
             return self.linear(out.type)
         direction = "backward" if is_backward(eqn) else "forward"
+        kind = get_op(eqn.op).plan
         options = planner.options_for(
-            eqn.op, *self.stage_options.get((eqn.stage, direction), self.options))
-        kind = "conv" if eqn.op in planner.CONV_OPS else "matmul"
+            kind, *self.stage_options.get((eqn.stage, direction), self.options))
         plan = planner.choose_plan(problem, options, self.target, kind,
                                    where=f"{eqn.op} {out.type} from {eqn.source}")
         start = self._take(plan.tiles)

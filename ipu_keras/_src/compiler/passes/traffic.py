@@ -1,7 +1,8 @@
 """Exchange volume per tile: what each tile receives to run one equation.
 
 It follows from where a value is (its `Mapping`) and where its consumer needs it,
-counted for every operand and every output (each output anchored on its own mapping):
+counted for every operand and every output (each output anchored on its own mapping),
+by the op's `exchange` fact (`ops/registry.py`):
 
 * an operand of the output's size is needed element for element where the output
   is; a tile receives the part of its output range it does not already hold (exact
@@ -9,12 +10,14 @@ counted for every operand and every output (each output anchored on its own mapp
 * an operand of another size (a broadcast bias, a gathered table, a slice's source)
   contributes at most one element per output element on the tile:
   `min(operand size, output elements on the tile)`;
-* a row op (softmax, log_softmax, the cross-entropies, in_top_k) needs the whole
-  rows of its operands behind the output rows the tile owns, less what it holds;
+* a row op ("rows": softmax, log_softmax, the cross-entropies, in_top_k) needs the
+  whole rows of its operands behind the output rows the tile owns, less what it holds;
 * a variable write receives the value's elements that are not already on the
   variable's tiles;
-* a reduction reduces its input where it lies, then its partials converge on the
-  output's tiles through a tree of supersteps (`reduction.py`);
+* a reduction ("tree") reduces its input where it lies, then its partials converge on
+  the output's tiles through a tree of supersteps (`reduction.py`);
+* the engine's own ops (constants, variable reads, feeds, control flow: "none") and
+  ops without outputs receive nothing;
 * a planned op (matmul, convolution, gather) receives what its plan says.
 """
 import numpy as np
@@ -23,12 +26,6 @@ from ipu_keras._src.compiler.passes import reduction
 from ipu_keras._src.ops.registry import get_op
 
 PARTIAL_BYTES = reduction.PARTIAL_BYTES
-
-ROW_OPS = ("softmax", "log_softmax", "softmax_xent", "sparse_softmax_xent", "in_top_k")
-"""Reduce-mapped ops whose outputs keep the rows of their input (last axis reduced or
-kept whole): they are exchanged by rows, not by partials."""
-
-_NO_EXCHANGE = ("const", "read_var", "while", "if", "call", "infeed", "outfeed")
 
 
 def received_bytes(eqn, tile_map):
@@ -42,22 +39,22 @@ def received_bytes(eqn, tile_map):
 
 
 def _received_bytes(eqn, tile_map):
-    n = tile_map.num_tiles
-    if eqn.op in _NO_EXCHANGE or (not eqn.outputs and eqn.op != "write_var"):
+    n, exchange = tile_map.num_tiles, get_op(eqn.op).exchange
+    if exchange == "none" or (not eqn.outputs and exchange != "variable"):
         return np.zeros(n, np.int64)
     plan = tile_map.plan_of(eqn)
     if plan is not None:
         out = np.zeros(n, np.int64)
         out[(plan.start + np.arange(plan.tiles)) % n] = plan.receive_bytes
         return out
-    if eqn.op == "write_var":
+    if exchange == "variable":
         var = tile_map.variables[eqn.params["var"]]
         return _needed(eqn.inputs[0], var, eqn.inputs[0].type.size, tile_map)
     if eqn.outputs[0].id in tile_map.aliases:
         return np.zeros(n, np.int64)
-    if eqn.op in ROW_OPS:
+    if exchange == "rows":
         return _rows_needed(eqn, tile_map)
-    if get_op(eqn.op).mapping == "reduce":
+    if exchange == "tree":
         stages, info = reduction_tree(eqn, tile_map)
         return reduction.received_per_tile(stages, info[1], info[2], info[0], n)
     total = np.zeros(n, np.int64)
@@ -131,12 +128,9 @@ def reduction_partials(eqn, tile_map):
 
 def _reduces_trailing_axes(eqn):
     """Whether `eqn` reduces exactly the last axes of its input (contiguous groups)."""
-    rank, p = len(eqn.inputs[0].type.shape), eqn.params
-    if "axes" in p:
-        axes = sorted({a % rank for a in np.atleast_1d(p["axes"]).tolist()}) if rank else []
-    elif "axis" in p and eqn.op != "argmax" and eqn.op != "argmin":
-        axes = [p["axis"] % rank] if rank else []
-    else:
+    rank = len(eqn.inputs[0].type.shape)
+    axes = get_op(eqn.op).reduced_axes(eqn.params, rank)
+    if axes is None:
         return False
     return bool(axes) and axes == list(range(rank - len(axes), rank))
 

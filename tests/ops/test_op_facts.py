@@ -1,0 +1,151 @@
+"""Every fact about an op lives on its definition (`ipu_keras/_src/ops/registry.py`).
+
+Outside `ipu_keras/_src/ops/`, no module decides by an op's name: no comparison with an
+IR op name and no module-level table of op names. Passes and the engine ask the op
+(`get_op(eqn.op).role`, `.tile_rule`, `.plan`, `.exchange`, ...).
+
+Some vocabularies share words with op names without being op names; a comparison
+against them is allowed when its other side is one of `NOT_OP_NAMES` (an executable
+step's kind, a mapping, a plan kind, a strict tile rule kind), and a table is allowed
+when it is one of `NOT_OP_TABLES`.
+"""
+import ast
+import pathlib
+
+import pytest
+
+from ipu_keras._src import ops
+from ipu_keras._src.ops import registry
+
+SRC = pathlib.Path(ops.__file__).resolve().parent.parent
+OP_NAMES = frozenset(ops.all_ops())
+
+NOT_OP_NAMES = {
+    "step[0]": "an executable step's kind (device/executable.py)",
+    "opdef.mapping": "a tile-mapping preference (registry.MAPPINGS)",
+    "get_op(step[1]).mapping": "a tile-mapping preference (registry.MAPPINGS)",
+    "opdef.plan": "a planner problem kind (registry.PLANS)",
+    "plan": "a planner problem kind (registry.PLANS)",
+    "getattr(plan, 'kind', '')": "a plan's kind (planner.Plan.kind)",
+    "self.report.rule": "a strict tile rule kind (registry.TILE_RULES)",
+    "before.argval": "a bytecode attribute name (the builder's `const` method)",
+}
+
+NOT_OP_TABLES = {
+    ("simulator/engine.py", "_FIELDS"): "executable step kinds",
+    ("ir/verify.py", "_STATE_PARAMS"): "param names of the state and feed ops",
+    ("conformance/catalogue.py", "_ACTIVATIONS"): "Keras activation names",
+}
+
+
+def _modules():
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if not rel.startswith("ops/"):
+            yield rel, ast.parse(path.read_text(), filename=str(path))
+
+
+def _strings(node):
+    """The string literals of a literal string, tuple, list or set."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in node.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _name_comparisons(tree):
+    """(line, op names, other side) of each comparison of something with op names."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left] + node.comparators
+        for k, cmp in enumerate(node.ops):
+            if not isinstance(cmp, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                continue
+            for this, other in ((sides[k], sides[k + 1]), (sides[k + 1], sides[k])):
+                names = [s for s in _strings(this) if s in OP_NAMES]
+                if names:
+                    yield node.lineno, names, ast.unparse(other)
+
+
+def _table_strings(value):
+    if (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id in ("frozenset", "set", "tuple", "list") and value.args):
+        value = value.args[0]
+    if isinstance(value, ast.Dict):
+        return [k.value for k in value.keys
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return _strings(value)
+
+
+def _name_tables(tree):
+    """(line, target, op names) of module-level tables holding two or more op names."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = [s for s in _table_strings(value) if s in OP_NAMES]
+        if len(names) >= 2:
+            for target in targets:
+                yield node.lineno, ast.unparse(target), names
+
+
+def test_no_module_outside_the_ops_compares_with_an_op_name():
+    found = [f"{rel}:{line}: {other} vs {names}"
+             for rel, tree in _modules()
+             for line, names, other in _name_comparisons(tree)
+             if other not in NOT_OP_NAMES]
+    assert not found, "ask the op definition instead:\n" + "\n".join(found)
+
+
+def test_no_module_outside_the_ops_keeps_a_table_of_op_names():
+    found = [f"{rel}:{line}: {target} holds {names}"
+             for rel, tree in _modules()
+             for line, target, names in _name_tables(tree)
+             if (rel, target) not in NOT_OP_TABLES]
+    assert not found, "put the fact on the op definitions instead:\n" + "\n".join(found)
+
+
+def test_the_finder_sees_an_op_name_test_and_a_table():
+    tree = ast.parse('ROWS = ("softmax", "l2_loss")\n'
+                     'def f(eqn):\n    return eqn.op == "write_var" or eqn.op in ("if",)\n')
+    assert [t for _, t, _ in _name_tables(tree)] == ["ROWS"]
+    assert sorted(n for _, names, _ in _name_comparisons(tree) for n in names) == [
+        "if", "write_var"]
+    assert not list(_name_comparisons(ast.parse('x = node.op == "Placeholder"')))
+
+
+@pytest.mark.parametrize("name", sorted(OP_NAMES))
+def test_every_op_has_every_fact_set_to_a_known_value(name):
+    opdef = ops.get_op(name)
+    assert opdef.role in registry.ROLES
+    assert opdef.plan in registry.PLANS + (None,)
+    assert opdef.exchange in registry.EXCHANGES
+    assert callable(opdef.reduced_axes)
+    rules = ({opdef.tile_rule({}), opdef.tile_rule({"expand": 1})} if callable(opdef.tile_rule)
+             else {opdef.tile_rule})
+    assert rules <= set(registry.TILE_RULES)
+    if "probe" in rules:
+        assert opdef.tile_moves == "all" or all(isinstance(i, int) for i in opdef.tile_moves)
+    if "conv" in rules:
+        assert callable(opdef.tile_axes)
+    for fact in ("tile_index", "tile_axes", "problem"):
+        value = getattr(opdef, fact)
+        assert value is None or callable(value), fact
+    assert opdef.tile_fill is None or isinstance(opdef.tile_fill, int)
+    if opdef.plan in ("matmul", "conv"):
+        assert opdef.mapping == "matmul"
+    if opdef.role != "compute" and opdef.role != "link_copy":
+        assert opdef.engine or opdef.role == "constant"
+
+
+def test_the_two_old_tables_disagreement_on_l2_loss_is_kept():
+    # Strict tile rule: whole rows; traffic and cost: a reduction tree (no behaviour change).
+    l2 = ops.get_op("l2_loss")
+    assert (l2.tile_rule, l2.exchange) == ("rows", "tree")
+    assert ops.get_op("softmax").exchange == "rows"
