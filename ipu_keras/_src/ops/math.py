@@ -357,9 +357,9 @@ def _select(cond, x, y, *, expand=0):
 
 
 # Not rowwise: a vector condition picks whole rows of higher-rank operands.
+# With `expand` the condition is a vector over the leading axis: not element for element.
 _register("select", _select_rule, _select, _per_output(VECTOR), rowwise=False,
           tile_rule=lambda params: "fallback" if params.get("expand") else "elementwise")
-# (with `expand` the condition is a vector over the leading axis: not element for element)
 _direct("select", ("SelectV2",))
 
 
