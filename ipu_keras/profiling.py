@@ -35,6 +35,7 @@ import dataclasses
 import numpy as np
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.device.steps import While
 from ipu_keras._src.reports import writer as _reports
 from ipu_keras._src.reports.writer import disable_reports, enable_reports, write_report
 
@@ -65,7 +66,7 @@ class Report:
 
 def report_of(executable, counts):
     """The `Report` of an execution of `executable` whose blocks ran `counts` times."""
-    cost = np.array([[b["cycles"][k] for k in CYCLE_KINDS] for b in executable.blocks],
+    cost = np.array([[b.cycles[k] for k in CYCLE_KINDS] for b in executable.blocks],
                     dtype=np.int64)
     totals = np.asarray(counts, dtype=np.int64) @ cost
     cycles = dict(zip(CYCLE_KINDS, (int(c) for c in totals)))
@@ -89,7 +90,8 @@ def report_of(executable, counts):
 
 def _steps(executable, counts):
     """Iterations of the outermost loop's body in block 0, or 1 without a loop."""
-    bodies = [step[5] for step in executable.blocks[0]["steps"] if step[0] == "while"]
+    bodies = [step.body_block for step in executable.blocks[0].steps
+              if isinstance(step, While)]
     if not bodies:
         return 1
     return int(max(counts[b] for b in bodies))

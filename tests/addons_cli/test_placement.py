@@ -134,8 +134,9 @@ def test_node_costs_add_up_to_the_compiled_program(mlp_dir):
     cycles, nbytes = placement.node_costs(traced.graph, options.config().target(), options)
     executable = runner.compile_signature(sig, {"features": (4, 6)}, options)
     main = executable.blocks[0]
-    transfer = sum(sum(row[2]) for row in main["profile"] if row[0] == "host_transfer")
+    transfer = sum(sum(row.cycles.values()) for row in main.profile
+                   if row.op == "host_transfer")
     assert transfer > 0
-    assert sum(cycles.values()) + transfer == sum(main["cycles"].values())
+    assert sum(cycles.values()) + transfer == sum(main.cycles.values())
     assert any("MatMul" in n and c > 0 for n, c in cycles.items())
     assert all(b >= 0 for b in nbytes.values())

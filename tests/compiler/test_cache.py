@@ -126,7 +126,7 @@ def test_store_is_atomic_and_replaces(tmp_path):
     cache.store(str(tmp_path), "k" * 64, exe)
     cache.store(str(tmp_path), "k" * 64, exe)
     assert os.listdir(tmp_path) == ["k" * 64 + cache.SUFFIX]
-    assert cache.load(str(tmp_path), "k" * 64).blocks[0]["cycles"] == exe.blocks[0]["cycles"]
+    assert cache.load(str(tmp_path), "k" * 64).blocks[0].cycles == exe.blocks[0].cycles
     assert cache.load(str(tmp_path), "x" * 64) is None
 
 

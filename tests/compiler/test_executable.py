@@ -24,7 +24,7 @@ def test_round_trip_gives_identical_results(tmp_path, make):
     path = tmp_path / "step.ipuexe"
     exe.save(path)
     loaded = Executable.load(path)
-    assert loaded.blocks[0]["cycles"] == exe.blocks[0]["cycles"]
+    assert loaded.blocks[0].cycles == exe.blocks[0].cycles
     assert loaded.memory == exe.memory
     if make is dense_step:
         for a, b in zip(_run_dense(exe), _run_dense(loaded)):

@@ -12,12 +12,12 @@ from tests.graphs import counting_loop, dense_step, small_target
 def test_blocks_are_ordered_parent_first_with_constants_preset():
     graph, _ = counting_loop()
     exe = compile_graph(graph, small_target(4))
-    kinds = [s[0] for s in exe.blocks[0]["steps"]]
+    kinds = [s.kind for s in exe.blocks[0].steps]
     assert kinds == ["while"]
-    _, _, cond, _, _, body, *_ = exe.blocks[0]["steps"][0]
+    cond, body = exe.blocks[0].steps[0].blocks
     assert 0 < cond < len(exe.blocks) and 0 < body < len(exe.blocks)
-    assert [s[0] for s in exe.blocks[body]["steps"]] == ["infeed", "exec", "exec", "outfeed",
-                                                           "exec"]
+    assert [s.kind for s in exe.blocks[body].steps] == ["infeed", "exec", "exec", "outfeed",
+                                                        "exec"]
     assert exe.constants and all(isinstance(slot, int) for slot, _ in exe.constants)
 
 
@@ -36,7 +36,7 @@ def test_elementwise_cycles_follow_the_target_by_hand():
     assert expected == 185 + 396
     # The argument and the result (4096 bytes each) cross the host link, a sync each way.
     host = 2 * math.ceil(4096 / target.host_link_bytes_per_second * target.clock_hz)
-    assert exe.blocks[0]["cycles"] == {
+    assert exe.blocks[0].cycles == {
         "compute": expected, "exchange": 0,
         "sync": target.internal_sync_cycles + 2 * target.external_sync_cycles,
         "host_io": host}
@@ -49,7 +49,7 @@ def test_matmul_cycles_use_the_amp_vertex_and_pay_an_exchange():
     y = b.emit("matmul", [x, w])
     target = small_target(1)
     exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
-    cycles = exe.blocks[0]["cycles"]
+    cycles = exe.blocks[0].cycles
     # poplin's AMP vertex: 16 output positions x 16 channels, depth 64, in passes of
     # 8 input x 16 output channels (float32); each pass loads its weights and fills the
     # workers' pipeline (16 positions over 6 workers: 3 each, all within the fill).
@@ -69,9 +69,9 @@ def test_stream_copies_cost_host_link_cycles():
     graph, _ = counting_loop()
     target = small_target(4)
     exe = compile_graph(graph, target)
-    body = exe.blocks[0]["steps"][0][5]
+    body = exe.blocks[0].steps[0].body_block
     expected = 2 * math.ceil(8 / target.host_link_bytes_per_second * target.clock_hz)
-    assert exe.blocks[body]["cycles"]["host_io"] == expected
+    assert exe.blocks[body].cycles["host_io"] == expected
 
 
 def test_compile_reports_written_variables_and_pass_times():

@@ -79,8 +79,8 @@ def _check_schedule(model):
     sync = cost_model.sync_cycles(program.target, external=True)
     assert info["makespan_cycles"] == _grouped_makespan(info["stages"], G, sync, info["other"])
     assert info["makespan_cycles"] < info["serial_cycles"]
-    body = next(b for b in executable.blocks if "pipeline" in b)
-    assert abs(sum(body["cycles"].values()) * G - info["makespan_cycles"]) <= 4 * G
+    body = next(b for b in executable.blocks if b.pipeline is not None)
+    assert abs(sum(body.cycles.values()) * G - info["makespan_cycles"]) <= 4 * G
     # One execution: STEPS / G windows, each a pipeline run and one weight update, plus
     # the loop's own control (its cond block); below the same windows run serially.
     report = model.ipu_report()

@@ -205,8 +205,8 @@ def test_the_pipeline_time_is_the_schedule_makespan():
     assert info["schedule"] == "Grouped" and info["depth"] == G
     assert [(r["stage"], r["ipu"]) for r in info["stages"]] == [(0, 0), (1, 1)]
     assert all(r["forward"] > 0 and r["backward"] > 0 for r in info["stages"])
-    body = next(b for b in executable.blocks if "pipeline" in b)
-    per_run = sum(body["cycles"].values()) * G
+    body = next(b for b in executable.blocks if b.pipeline is not None)
+    per_run = sum(body.cycles.values()) * G
     assert abs(per_run - info["makespan_cycles"]) <= 4 * G    # rounding of the scaled kinds
     assert {i["ipu"] for i in info["ipus"]} == {0, 1}
 

@@ -83,7 +83,7 @@ def test_execution_trace_is_written_lazily(tmp_path):
     assert execution["block_counts"] == [1, 6, 5] and execution["steps"] == 5
     assert execution["total_cycles"] == sum(execution["cycles"].values()) > 0
     assert execution["cycles"]["host_io"] > 0
-    expected = sum(b["cycles"]["compute"] * n for b, n in zip(exe.blocks, [1, 6, 5]))
+    expected = sum(b.cycles["compute"] * n for b, n in zip(exe.blocks, [1, 6, 5]))
     assert execution["cycles"]["compute"] == expected
     assert execution["top_ops"][0]["total"] >= execution["top_ops"][-1]["total"]
     assert "trace.png" in os.listdir(path)

@@ -85,7 +85,7 @@ def test_a_reduction_reduces_in_place_then_combines_partials():
     # The argument (4096 bytes) and the result (4) cross the host link, a sync each way.
     host = sum(math.ceil(n / target.host_link_bytes_per_second * target.clock_hz)
                for n in (4096, 4))
-    assert exe.blocks[0]["cycles"] == {
+    assert exe.blocks[0].cycles == {
         "compute": local + combine, "exchange": LATENCY + math.ceil(3 * 4 / 4),
         "sync": 2 * target.internal_sync_cycles + 2 * target.external_sync_cycles,
         "host_io": host}
@@ -99,7 +99,7 @@ def test_an_operand_mapped_elsewhere_is_exchanged_by_interval():
     exe = compile_graph(b.graph([x, z], [y]), target, compile_ipu_code=False)
     # x and z each use 4 tiles of 16 elements (64 bytes); y follows x, z lies on other
     # tiles, so each of y's tiles receives its 16 elements of z.
-    assert exe.blocks[0]["cycles"]["exchange"] == LATENCY + 16 * 4 // 4
+    assert exe.blocks[0].cycles["exchange"] == LATENCY + 16 * 4 // 4
 
 
 def test_an_unsharded_graph_runs_on_one_ipu_of_a_bigger_device():
@@ -110,7 +110,7 @@ def test_an_unsharded_graph_runs_on_one_ipu_of_a_bigger_device():
     exe = compile_graph(b.graph([x], [y]), target, compile_ipu_code=False)
     assert exe.target["num_ipus"] == 1          # the other IPU is for a replica
     one_ipu = compile_graph(b.graph([x], [y]), small_target(4), compile_ipu_code=False)
-    assert exe.blocks[0]["cycles"] == one_ipu.blocks[0]["cycles"]
+    assert exe.blocks[0].cycles == one_ipu.blocks[0].cycles
 
 
 def test_an_inter_ipu_copy_pays_the_link_an_exchange_and_an_external_sync():
@@ -123,7 +123,7 @@ def test_an_inter_ipu_copy_pays_the_link_an_exchange_and_an_external_sync():
     target = get_target("ipu2", tiles_per_ipu=4, num_ipus=2)
     exe = compile_graph(b.graph([x], [z]), target, compile_ipu_code=False)
     assert exe.target["num_ipus"] == 2
-    rows = {row[0]: row[2] for row in exe.blocks[0]["profile"]}
+    rows = {row.op: list(row.cycles.values()) for row in exe.blocks[0].profile}
     copy = rows["ipu_copy"]
     link = cost.IPU_LINK_LATENCY_CYCLES + math.ceil(4096 / 320e9 * 1.33e9)
     # 1024 floats land on 4 destination tiles: 1024 bytes each over the exchange.

@@ -43,10 +43,11 @@ def test_cycles_are_block_costs_times_executions():
     exe = compile_graph(graph, small_target(4))
     engine = Engine(exe)
     engine.run([np.zeros(2, np.float32)], [], ListStreams([np.ones(2, np.float32)] * 4))
-    _, _, cond, _, _, body, *_ = exe.blocks[0]["steps"][0]
+    loop = exe.blocks[0].steps[0]
+    cond, body = loop.cond_block, loop.body_block
     assert engine.counts[cond] == 5 and engine.counts[body] == 4
-    expected = {k: exe.blocks[0]["cycles"][k] + 5 * exe.blocks[cond]["cycles"][k]
-                + 4 * exe.blocks[body]["cycles"][k] for k in exe.blocks[0]["cycles"]}
+    expected = {k: exe.blocks[0].cycles[k] + 5 * exe.blocks[cond].cycles[k]
+                + 4 * exe.blocks[body].cycles[k] for k in exe.blocks[0].cycles}
     assert engine.cycles() == expected
     assert expected["host_io"] > 0 and expected["compute"] > 0
 
@@ -90,12 +91,12 @@ class _Recording(Engine):
         self.made = []
         super().__init__(executable)
 
-    def _step_exec(self, op, ins, outs, params):
-        run = super()._step_exec(op, ins, outs, params)
+    def _step_exec(self, step):
+        run = super()._step_exec(step)
 
         def recorded(env):
             run(env)
-            self.made.extend((op, weakref.ref(env[o])) for o in outs)
+            self.made.extend((step.op, weakref.ref(env[o])) for o in step.outs)
         return recorded
 
 
@@ -123,9 +124,9 @@ def test_no_slot_is_dropped_before_a_later_read_or_handed_back(graph):
     engine = Engine(exe)
     dropped = 0
     for index, block in enumerate(exe.blocks):
-        dead = engine._dead_after(index, block["steps"])
+        dead = engine._dead_after(index, block.steps)
         for i, slots in enumerate(dead):
-            later = {s for step in block["steps"][i + 1:] for s in engine._block_step_reads(step)}
+            later = {s for step in block.steps[i + 1:] for s in engine._block_step_reads(step)}
             assert not set(slots) & (later | engine._exports[index]), (index, i)
             dropped += len(slots)
     assert dropped > 0

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.device.steps import Exec, Read
 from ipu_keras._src.ops import cores
 from ipu_keras._src.ops.builder import Builder, new_input
 from ipu_keras._src.simulator import Engine, fusion
@@ -77,7 +78,7 @@ def test_small_chains_run_their_steps_one_by_one():
 
 
 def _step(op, ins, out):
-    return ["exec", op, list(ins), [out], {}]
+    return Exec(op, tuple(ins), (out,), {})
 
 
 def test_which_steps_form_a_chain():
@@ -85,7 +86,7 @@ def test_which_steps_form_a_chain():
     steps = [_step("neg", [0], 1), _step("exp", [1], 2), _step("mul", [2, 0], 3),
              _step("matmul", [3, 3], 4),                       # not rowwise: ends it
              _step("neg", [4], 5), _step("exp", [5], 6),       # hands on 6, 5 dies: 1 = 1
-             ["read", 0, 7]]
+             Read(0, 7)]
     dead = [(), (1,), (2,), (3,), (), (5,), ()]
     fused = fusion.fuse(steps, runs, dead)
     assert isinstance(fused[0], fusion.Chain) and fused[1:] == runs[3:]

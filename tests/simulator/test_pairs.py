@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.device.steps import Exec
 from ipu_keras._src.ops.builder import Builder, new_input
 from ipu_keras._src.simulator import Engine, pairs
 from tests.graphs import small_target
@@ -47,9 +48,10 @@ def _inputs():
 def _plan(graph):
     exe = compile_graph(graph, small_target(16))
     engine = Engine(exe)
-    plan = pairs.fuse_pairs(exe.blocks[0]["steps"], engine._block_step_reads,
+    plan = pairs.fuse_pairs(exe.blocks[0].steps, engine._block_step_reads,
                             engine._exports[0])
-    return exe, [step[1] for step in plan if step[0] in ("exec", "pair")]
+    return exe, [step.op if isinstance(step, Exec) else step.name for step in plan
+                 if isinstance(step, (Exec, pairs.Pair))]
 
 
 @pytest.mark.parametrize("between", [False, True], ids=["adjacent", "a step between"])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.device.steps import Exec
 from ipu_keras._src.ops import cores
 from ipu_keras._src.ops.builder import Builder, new_input
 from ipu_keras._src.simulator import Engine, siblings
@@ -56,7 +57,7 @@ def _at_once_calls(monkeypatch):
                          ids=["conv input and filter gradients", "matmuls sharing a"])
 def test_wide_siblings_run_at_once_with_the_bits_of_one_core(graph, monkeypatch):
     exe = compile_graph(graph, small_target(16))
-    assert [s[0] for s in siblings.siblings(exe.blocks[0]["steps"])].count("siblings") == 1
+    assert [s.kind for s in siblings.siblings(exe.blocks[0].steps)].count("siblings") == 1
     calls = _at_once_calls(monkeypatch)
     with cores.execution(widen=False):
         expected = Engine(exe).run(_inputs(graph), [], None)
@@ -84,7 +85,7 @@ def test_narrow_siblings_run_one_after_the_other(monkeypatch):
 
 
 def _step(op, ins, out):
-    return ["exec", op, list(ins), [out], {}]
+    return Exec(op, tuple(ins), (out,), {})
 
 
 def test_which_steps_are_siblings():
@@ -93,8 +94,8 @@ def test_which_steps_are_siblings():
              _step("matmul", [6, 1], 7), _step("add", [6, 2], 8),        # not a product
              _step("conv_input_grad", [1, 8], 9), _step("conv_filter_grad", [0, 8], 10)]
     plan = siblings.siblings(steps)
-    assert [s[0] for s in plan] == ["siblings", "exec", "exec", "exec", "exec", "siblings"]
-    assert plan[0] == ["siblings", [0, 1, 0, 2], [3, 4], steps[0], steps[1]]
+    assert [s.kind for s in plan] == ["siblings", "exec", "exec", "exec", "exec", "siblings"]
+    assert plan[0] == siblings.SiblingSteps((0, 1, 0, 2), (3, 4), steps[0], steps[1])
 
 
 def test_concurrently_runs_both_and_raises_an_error_of_either(monkeypatch):

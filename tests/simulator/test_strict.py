@@ -1,4 +1,6 @@
 """Strict tile mode: every compute set replayed tile by tile equals the vectorised run."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -136,9 +138,11 @@ def test_rules_that_are_not_tile_local_are_reported():
 def test_a_mapping_that_loses_elements_is_caught():
     graph, inputs = _graph(lambda b, x: [b.emit("exp", [x])], ((40,), "float32"))
     exe = compile_graph(graph, small_target(4))
-    for row in exe.blocks[0]["tiles"]["slots"]:
-        if row[0] == exe.outputs[0]:
-            row[3] = 9                  # 5 chunks of 9 on 4 tiles: one tile's first is lost
+    tiles = exe.blocks[0].tiles
+    slots = tuple(dataclasses.replace(row, per_tile=9) if row.index == exe.outputs[0] else row
+                  for row in tiles.slots)   # 5 chunks of 9 on 4 tiles: one tile's first is lost
+    exe.blocks[0] = dataclasses.replace(exe.blocks[0],
+                                        tiles=dataclasses.replace(tiles, slots=slots))
     with pytest.raises(StrictModeMismatch, match="exactly one tile"):
         StrictEngine(exe).run(inputs, [], None)
 
@@ -164,8 +168,7 @@ def test_strict_mode_refuses_big_targets_and_old_executables():
     with pytest.raises(ConfigurationError, match="num_tiles=1472"):
         StrictEngine(compile_graph(graph, small_target(0)))
     exe = compile_graph(graph, small_target(4))
-    for block in exe.blocks:
-        del block["tiles"]
+    exe.blocks = [dataclasses.replace(block, tiles=None) for block in exe.blocks]
     with pytest.raises(ConfigurationError, match="tile map"):
         StrictEngine(exe)
 
@@ -179,6 +182,6 @@ def test_saved_executables_keep_their_tile_map(tmp_path):
     exe = compile_graph(graph, small_target(4))
     exe.save(tmp_path / "exe.zip")
     loaded = type(exe).load(tmp_path / "exe.zip")
-    assert loaded.blocks[0]["tiles"] == exe.blocks[0]["tiles"]
-    assert len(loaded.blocks[0]["tiles"]["variables"]) == 1
+    assert loaded.blocks[0].tiles == exe.blocks[0].tiles
+    assert len(loaded.blocks[0].tiles.variables) == 1
     _both(graph, 4, [_random((6,))], [_random((6,))])

@@ -9,17 +9,16 @@ the file's structure: before a byte is decompressed it refuses members with othe
 names (a path such as `../x`), compressed members (a zip bomb) and members, or arrays
 declared in `.npy` headers, larger than the archive that holds them.
 
-Steps (lists, first element the kind):
-  ["exec", op, in_slots, out_slots, params]
-  ["read", var, out_slot]          ["write", var, mode, in_slot]
-  ["infeed", feed, out_slots]      ["outfeed", feed, in_slots]
-  ["collective", op, in_slots, out_slots, params]   (across replicas, by the runtime)
-  ["while", carry_slots, cond_block, cond_in, cond_out, body_block, body_in, body_out,
-   out_slots]
-  ["if", pred_slot, in_slots, then_block, then_in, then_out, else_block, else_in,
-   else_out, out_slots]
-Block 0 is the main program; a block's sub-blocks have larger indices. `constants`
-lists [slot, array] pairs the engine presets before running.
+Programs are typed records (`steps.py`): each block a `Block`, each step a frozen
+record of its kind (`Exec`, `Read`, `Write`, `Infeed`, `Outfeed`, `Collective`, `While`,
+`If`) with named fields. In the file they are plain JSON (a step is its kind, then its
+fields in order: `["exec", op, ins, outs, params]`), rebuilt and checked on loading: a
+malformed step or block, or a field naming a slot, variable, feed or block out of range,
+is refused with `ExecutableFormatError` as well, and so is a file of another
+`FORMAT_VERSION` (2 since the steps were typed; the executable cache's keys hold the
+version, so such an entry is recompiled). Block 0 is the main program; a block's
+sub-blocks have larger indices. `constants` lists [slot, array] pairs the engine presets
+before running.
 """
 import dataclasses
 import hashlib
@@ -31,10 +30,10 @@ import zipfile
 
 import numpy as np
 
+from ipu_keras._src.device.steps import CYCLE_KINDS, Malformed, blocks_from_data
 from ipu_keras.errors import ExecutableFormatError
 
-FORMAT_VERSION = 1
-CYCLE_KINDS = ("compute", "exchange", "sync", "host_io")
+FORMAT_VERSION = 2
 _MEMBERS = ("executable.json", "constants.npz", "checksum")
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
                    (2, 0): np.lib.format.read_array_header_2_0}
@@ -59,8 +58,9 @@ class Executable:
     def save(self, path):
         # Its fields as they are: `_encode` builds new containers, so `dataclasses.asdict`'s
         # deep copy of every step and param (0.18 s for ResNet-50's train step) is not needed.
-        payload, constants = _encode({field.name: getattr(self, field.name)
-                                      for field in dataclasses.fields(self)})
+        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        fields["blocks"] = [block.to_data() for block in self.blocks]
+        payload, constants = _encode(fields)
         body = json.dumps({"format": FORMAT_VERSION, "executable": payload}).encode()
         buffer = io.BytesIO()
         np.savez(buffer, **constants)
@@ -79,13 +79,59 @@ class Executable:
                 f"The executable '{path}' does not match its checksum: it was altered or "
                 "damaged after it was written. Recompile it."
             )
-        document = json.loads(body)
+        document = _json(path, body)
+        if not isinstance(document, dict):
+            document = {}
         if document.get("format") != FORMAT_VERSION:
             raise ExecutableFormatError(
                 f"Executable format {FORMAT_VERSION} expected. Received: "
                 f"format={document.get('format')!r}."
             )
-        return cls(**_decode(document["executable"], _read_constants(path, arrays)))
+        try:
+            fields = _decode(document.get("executable"), _read_constants(path, arrays))
+            return cls(**_checked_fields(fields))
+        except Malformed as e:
+            _refuse(path, *e.args)
+
+
+def _json(path, body):
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise ExecutableFormatError(
+            f"The file '{path}' is not a well-formed ipu_keras executable: expected JSON in "
+            f"executable.json. Received: error {e!r}. Recompile it."
+        ) from None
+
+
+_FIELD_TYPES = {"target": dict, "num_slots": int, "inputs": list, "outputs": list,
+                "input_types": list, "output_types": list, "variables": list,
+                "infeeds": list, "outfeeds": list, "blocks": list, "constants": list,
+                "memory": dict, "info": dict}
+
+
+def _checked_fields(fields):
+    """The fields of a loaded `Executable`, each of the type it has when compiled, the
+    slots of its inputs, outputs and constants in range and its blocks typed records."""
+    names = sorted(_FIELD_TYPES)
+    if not isinstance(fields, dict) or sorted(fields) != names:
+        raise Malformed(f"an executable with fields {names}",
+                        f"{sorted(fields) if isinstance(fields, dict) else type(fields)}")
+    for name, kind in _FIELD_TYPES.items():
+        if not isinstance(fields[name], kind) or isinstance(fields[name], bool):
+            raise Malformed(f"{name} of type {kind.__name__}",
+                            f"{type(fields[name]).__name__}")
+    slots = fields["num_slots"]
+    for name in ("inputs", "outputs"):
+        if not all(type(s) is int and 0 <= s < slots for s in fields[name]):
+            raise Malformed(f"{name}, slots in [0, {slots})", f"{fields[name]!r:.80}")
+    for pair in fields["constants"]:
+        if not (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
+                and 0 <= pair[0] < slots and isinstance(pair[1], (np.ndarray, np.generic))):
+            raise Malformed("constants, [slot, array] pairs", f"{pair!r:.80}")
+    fields["blocks"] = blocks_from_data(fields["blocks"], slots, len(fields["variables"]),
+                                        len(fields["infeeds"]), len(fields["outfeeds"]))
+    return fields
 
 
 def _refuse(path, what, received):
@@ -190,9 +236,14 @@ def _decode(tree, constants):
     def dec(x):
         if isinstance(x, dict):
             if "$array" in x:
+                if not isinstance(x["$array"], str) or x["$array"] not in constants:
+                    raise Malformed("arrays that constants.npz holds",
+                                    f"{x['$array']!r:.80}")
                 value = constants[x["$array"]]
                 return value[()] if x.get("scalar") else value
             if "$tuple" in x:
+                if not isinstance(x["$tuple"], list):
+                    raise Malformed("a list under $tuple", f"{x['$tuple']!r:.80}")
                 return tuple(dec(v) for v in x["$tuple"])
             return {k: dec(v) for k, v in x.items()}
         if isinstance(x, list):
@@ -200,3 +251,6 @@ def _decode(tree, constants):
         return x
 
     return dec(tree)
+
+
+__all__ = ["CYCLE_KINDS", "FORMAT_VERSION", "Executable"]

@@ -10,6 +10,7 @@ the cycles went. No TensorFlow, no plotting: see `plots.py` and `html.py`.
 import math
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.device.steps import If, While
 from ipu_keras._src.reports.timeline import ipus_section
 from ipu_keras.version import __version__
 
@@ -70,13 +71,13 @@ def _roles(executable):
     """Block index -> (parent block, role) from the control-flow steps."""
     roles = {0: (None, "main")}
     for index, block in enumerate(executable.blocks):
-        for step in block["steps"]:
-            if step[0] == "while":
-                roles[step[2]] = (index, "while condition")
-                roles[step[5]] = (index, "while body")
-            elif step[0] == "if":
-                roles[step[3]] = (index, "if then")
-                roles[step[6]] = (index, "if else")
+        for step in block.steps:
+            if isinstance(step, While):
+                roles[step.cond_block] = (index, "while condition")
+                roles[step.body_block] = (index, "while body")
+            elif isinstance(step, If):
+                roles[step.then_block] = (index, "if then")
+                roles[step.else_block] = (index, "if else")
     return roles
 
 
@@ -86,10 +87,10 @@ def program_tree(executable):
     tree = []
     for index, block in enumerate(executable.blocks):
         parent, role = roles.get(index, (None, "block"))
-        steps = [{"op": op, "layer": layer, "cycles": dict(zip(CYCLE_KINDS, cycles)),
-                  "blocks": subs} for op, layer, cycles, subs in block.get("profile", [])]
+        steps = [{"op": row.op, "layer": row.layer, "cycles": dict(row.cycles),
+                  "blocks": list(row.blocks)} for row in block.profile]
         tree.append({"index": index, "parent": parent, "role": role,
-                     "cycles": dict(block["cycles"]), "steps": steps})
+                     "cycles": dict(block.cycles), "steps": steps})
     return tree
 
 
@@ -115,14 +116,14 @@ def execution_section(executable, counts):
     """The execution trace of a run whose blocks ran `counts` times."""
     blocks, totals, ops = [], dict.fromkeys(CYCLE_KINDS, 0), {}
     for index, (block, count) in enumerate(zip(executable.blocks, counts)):
-        cycles = {k: int(block["cycles"][k]) * int(count) for k in CYCLE_KINDS}
+        cycles = {k: int(block.cycles[k]) * int(count) for k in CYCLE_KINDS}
         blocks.append({"index": index, "count": int(count), "cycles": cycles})
         for k in CYCLE_KINDS:
             totals[k] += cycles[k]
-        for op, layer, step_cycles, _ in block.get("profile", []):
-            entry = ops.setdefault((op, layer), dict.fromkeys(CYCLE_KINDS, 0))
-            for k, c in zip(CYCLE_KINDS, step_cycles):
-                entry[k] += int(c) * int(count)
+        for row in block.profile:
+            entry = ops.setdefault((row.op, row.layer), dict.fromkeys(CYCLE_KINDS, 0))
+            for k in CYCLE_KINDS:
+                entry[k] += int(row.cycles[k]) * int(count)
     total = sum(totals.values())
     top = sorted(ops.items(), key=lambda item: -sum(item[1].values()))[:TOP_OPS]
     return {
@@ -138,7 +139,8 @@ def execution_section(executable, counts):
 
 
 def _steps(executable, counts):
-    bodies = [step[5] for step in executable.blocks[0]["steps"] if step[0] == "while"]
+    bodies = [step.body_block for step in executable.blocks[0].steps
+              if isinstance(step, While)]
     return int(max(counts[b] for b in bodies)) if bodies else 1
 
 

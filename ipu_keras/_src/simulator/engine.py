@@ -38,6 +38,7 @@ import functools
 import numpy as np
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
+from ipu_keras._src.device.steps import Exec, If, Source, While, Write
 from ipu_keras.errors import FloatingPointTrapError, OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.ops.state import write_kernel
@@ -83,7 +84,7 @@ class Engine:
         # Compiled with debug.allowOutOfMemory: the error the compiler deferred to run time.
         self._out_of_memory = executable.memory.get("out_of_memory")
         self._cost = np.array(
-            [[b["cycles"][k] for k in CYCLE_KINDS] for b in executable.blocks], dtype=np.int64
+            [[b.cycles[k] for k in CYCLE_KINDS] for b in executable.blocks], dtype=np.int64
         )
 
     def run(self, inputs, state, streams):
@@ -111,15 +112,15 @@ class Engine:
     # -- building closures ------------------------------------------------------
     def _build_block(self, index):
         block = self.executable.blocks[index]
-        plan = block["steps"]
+        plan = block.steps
         fusing = self.fuses and not self._traps
         if fusing:
             plan = siblings(fuse_pairs(plan, self._block_step_reads, self._exports[index]))
         steps = [self._build_step(s) for s in plan]
         if self._traps:
-            sources = block.get("sources") or [["", ""]] * len(steps)
-            steps = [self._trapping(run, step, source) if step[0] in ("exec", "write") else run
-                     for run, step, source in zip(steps, plan, sources)]
+            sources = block.sources or [Source("", "")] * len(steps)
+            steps = [self._trapping(run, step, source) if isinstance(step, (Exec, Write))
+                     else run for run, step, source in zip(steps, plan, sources)]
         dead = self._dead_after(index, plan)
         steps = [_then_drop(run, slots) if slots else run for run, slots in zip(steps, dead)]
         if fusing:
@@ -140,7 +141,7 @@ class Engine:
         until the next iteration replaces it. Only slots a step of this block writes are
         dropped: a loop body redefines them on each iteration; its inputs, constants and
         values of enclosing blocks stay."""
-        defined = {slot: i for i, step in enumerate(steps) for slot in _writes(step)}
+        defined = {slot: i for i, step in enumerate(steps) for slot in step.writes}
         last = dict(defined)
         for i, step in enumerate(steps):
             for slot in self._block_step_reads(step):
@@ -154,25 +155,24 @@ class Engine:
 
     def _block_step_reads(self, step):
         """The slots a step reads, a loop's or a branch's blocks' reads included."""
-        reads, _, blocks = _FIELDS.get(step[0], ((), (), ()))
-        return _slots(step, reads) + sum((self._reads_of(step[f]) for f in blocks), ())
+        return tuple(step.reads) + sum((self._reads_of(b) for b in step.blocks), ())
 
     def _reads_of(self, index):
         if index not in self._reads:
             self._reads[index] = ()   # a block does not contain itself
             block = self.executable.blocks[index]
-            self._reads[index] = tuple({slot for step in block["steps"]
+            self._reads[index] = tuple({slot for step in block.steps
                                         for slot in self._block_step_reads(step)})
         return self._reads[index]
 
     def _build_step(self, step):
-        return getattr(self, "_step_" + step[0])(*step[1:])
+        return getattr(self, "_step_" + step.kind)(step)
 
     def _trapping(self, run, step, source):
         """`run` with numpy's FloatingPointError turned into the IPU's trap error."""
-        op, ins = (step[1], step[2]) if step[0] == "exec" else (f"write_var ({step[2]})",
-                                                                [step[3]])
-        node, layer = source
+        op, ins = ((step.op, step.ins) if isinstance(step, Exec)
+                   else (f"write_var ({step.mode})", [step.src]))
+        node, layer = source.node, source.layer
 
         def trapped(env):
             try:
@@ -188,11 +188,11 @@ class Engine:
                                              f"numpy reported '{e}'") from None
         return trapped
 
-    def _step_exec(self, op, ins, outs, params):
-        return self._kernel_step(get_op(op).kernel, ins, outs, params)
+    def _step_exec(self, step):
+        return self._kernel_step(get_op(step.op).kernel, step.ins, step.outs, step.params)
 
-    def _step_pair(self, name, ins, outs, params):
-        return self._kernel_step(pair_kernel(name), ins, outs, params)
+    def _step_pair(self, step):
+        return self._kernel_step(pair_kernel(step.name), step.ins, step.outs, step.params)
 
     @staticmethod
     def _kernel_step(kernel, ins, outs, params):
@@ -207,41 +207,51 @@ class Engine:
                 env[slot] = value
         return run
 
-    def _step_siblings(self, ins, outs, first, second):
+    def _step_siblings(self, step):
+        first, second = step.first, step.second
         return Siblings(self._build_step(first), self._build_step(second), (first, second))
 
-    def _step_read(self, var, out):
+    def _step_read(self, step):
+        var, out = step.var, step.out
+
         def run(env):
             env[out] = self._state[var]
         return run
 
-    def _step_write(self, var, mode, slot):
-        update = write_kernel(mode)
+    def _step_write(self, step):
+        var, slot, update = step.var, step.src, write_kernel(step.mode)
 
         def run(env):
             self._state[var] = update(self._state[var], env[slot])
         return run
 
-    def _step_infeed(self, feed, outs):
+    def _step_infeed(self, step):
+        feed, outs = step.feed, step.outs
+
         def run(env):
             for slot, value in zip(outs, self._streams.pull(feed)):
                 env[slot] = value
         return run
 
-    def _step_outfeed(self, feed, ins):
+    def _step_outfeed(self, step):
+        feed, ins = step.feed, step.ins
+
         def run(env):
             self._streams.push(feed, [env[i] for i in ins])
         return run
 
-    def _step_collective(self, op, ins, outs, params):
-        (out,) = outs
+    def _step_collective(self, step):
+        op, ins, params = step.op, step.ins, step.params
+        (out,) = step.outs
 
         def run(env):
             env[out] = self._streams.collective(op, [env[i] for i in ins], params)
         return run
 
-    def _step_while(self, carry, cond, cond_in, cond_out, body, body_in, body_out, outs):
-        run_cond, run_body = self._blocks[cond], self._blocks[body]
+    def _step_while(self, step):
+        carry, cond_in, cond_out = step.carry, step.cond_in, step.cond_out
+        body_in, body_out, outs = step.body_in, step.body_out, step.outs
+        run_cond, run_body = self._blocks[step.cond_block], self._blocks[step.body_block]
 
         def run(env):
             values = [env[i] for i in carry]
@@ -259,9 +269,10 @@ class Engine:
                 env[slot] = value
         return run
 
-    def _step_if(self, pred, ins, then, then_in, then_out, other, else_in, else_out, outs):
-        branches = ((self._blocks[then], then_in, then_out),
-                    (self._blocks[other], else_in, else_out))
+    def _step_if(self, step):
+        pred, ins, outs = step.pred, step.ins, step.outs
+        branches = ((self._blocks[step.then_block], step.then_in, step.then_out),
+                    (self._blocks[step.else_block], step.else_in, step.else_out))
 
         def run(env):
             block, inner_in, inner_out = branches[0] if env[pred] else branches[1]
@@ -313,40 +324,17 @@ def _then_drop(run, slots):
     return step
 
 
-# Per step kind, the fields of its step list that hold (slots it reads, slots it writes,
-# blocks it runs); a field is one slot or a list of them.
-_FIELDS = {
-    "exec": ((2,), (3,), ()), "pair": ((2,), (3,), ()), "siblings": ((1,), (2,), ()),
-    "collective": ((2,), (3,), ()),
-    "read": ((), (2,), ()), "write": ((3,), (), ()), "infeed": ((), (2,), ()),
-    "outfeed": ((2,), (), ()),
-    "while": ((1,), (8,), (2, 5)), "if": ((1, 2), (9,), (3, 6)),
-}
-
-
-def _slots(step, fields):
-    out = []
-    for f in fields:
-        out.extend(step[f] if isinstance(step[f], (list, tuple)) else (step[f],))
-    return tuple(out)
-
-
-def _writes(step):
-    """The slots a step of a block writes in that block."""
-    return _slots(step, _FIELDS.get(step[0], ((), (), ()))[1])
-
-
 def _exports(executable):
     """Per block: the slots read after it runs by whoever runs it (the run's outputs, a
     loop's condition and carried values, a branch's results)."""
     exports = [set() for _ in executable.blocks]
     exports[0].update(executable.outputs)
     for block in executable.blocks:
-        for step in block["steps"]:
-            if step[0] == "while":
-                exports[step[2]].add(step[4])
-                exports[step[5]].update(step[7])
-            elif step[0] == "if":
-                exports[step[3]].update(step[5])
-                exports[step[6]].update(step[8])
+        for step in block.steps:
+            if isinstance(step, While):
+                exports[step.cond_block].add(step.cond_out)
+                exports[step.body_block].update(step.body_out)
+            elif isinstance(step, If):
+                exports[step.then_block].update(step.then_out)
+                exports[step.else_block].update(step.else_out)
     return exports

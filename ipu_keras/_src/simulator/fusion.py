@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ipu_keras._src.device.steps import Exec
 from ipu_keras._src.ops import cores
 from ipu_keras._src.ops.registry import get_op
 
@@ -46,7 +47,7 @@ def fuse(steps, runs, dead):
 
 
 def _rowwise(step):
-    return step[0] == "exec" and len(step[3]) == 1 and get_op(step[1]).rowwise
+    return isinstance(step, Exec) and len(step.outs) == 1 and get_op(step.op).rowwise
 
 
 class Chain:
@@ -54,12 +55,12 @@ class Chain:
 
     def __init__(self, steps, runs, dead):
         self.runs = runs    # the steps one by one, for shapes that do not qualify
-        defined = [outs[0] for _, _, _, outs, _ in steps]
+        defined = [step.outs[0] for step in steps]
         self.dropped = tuple(dict.fromkeys(slot for slots in dead for slot in slots))
         self.outputs = [slot for slot in defined if slot not in self.dropped]
         # (kernel, input slots, output slot, params, whether the output is handed on)
-        self.ops = [(get_op(op).kernel, tuple(ins), outs[0], params, outs[0] in self.outputs)
-                    for _, op, ins, outs, params in steps]
+        self.ops = [(get_op(step.op).kernel, tuple(step.ins), step.outs[0], step.params,
+                     step.outs[0] in self.outputs) for step in steps]
         # Values that live a block at a time: the memory traffic saved, against the extra
         # copy of each output's blocks into its whole array.
         self.locals = len(defined) - len(self.outputs)

@@ -2,7 +2,7 @@
 
 The vectorised engine runs each op once on whole tensors. `StrictEngine` runs it that
 way too (so its results are the engine's, bit for bit) and then, for every exec step,
-replays it per tile from the executable's tile map (`blocks[i]["tiles"]`, written by
+replays it per tile from the executable's tile map (`blocks[i].tiles`, written by
 the lowering):
 
 1. each output's mapping gives every tile a contiguous flat range it owns; the ranges
@@ -106,14 +106,14 @@ class StrictEngine(Engine):
                 f"Strict tile mode runs every op once per tile and expected a target of at "
                 f"most {MAX_STRICT_TILES} tiles. Received: num_tiles={self.num_tiles}. Set "
                 "IPUConfig.ipu_model.tiles_per_ipu to a small number.")
-        if any("tiles" not in b for b in executable.blocks):
+        if any(b.tiles is None for b in executable.blocks):
             raise ConfigurationError(
                 "Strict tile mode expected an executable with a tile map per block. "
                 "Received: an executable without one; recompile it with this version.")
         self.mappings = {}
         for block in executable.blocks:
-            for slot, *mapping in block["tiles"]["slots"]:
-                self.mappings[slot] = tuple(mapping)
+            for row in block.tiles.slots:
+                self.mappings[row.index] = row.mapping
         self.steps = []
         self._facts = None
         super().__init__(executable, floating_point)
@@ -136,23 +136,25 @@ class StrictEngine(Engine):
         return "\n".join(lines)
 
     def _build_block(self, index):
-        facts = self.executable.blocks[index]["tiles"]["steps"]
+        facts = self.executable.blocks[index].tiles.steps
         self._facts = iter(zip(itertools.count(), facts))
         self._block = index
         return super()._build_block(index)
 
     def _build_step(self, step):
-        position, (modelled, source, *extra) = next(self._facts)
-        self._position = (self._block, position, modelled, source, extra[0] if extra else {})
+        position, traffic = next(self._facts)
+        self._position = (self._block, position, traffic)
         return super()._build_step(step)
 
-    def _step_exec(self, op, ins, outs, params):
-        vectorised = super()._step_exec(op, ins, outs, params)
-        block, position, modelled, source, split = self._position
-        report = StepReport(block, position, op, source, modelled=int(modelled))
+    def _step_exec(self, step):
+        vectorised = super()._step_exec(step)
+        block, position, traffic = self._position
+        ins, outs = step.ins, step.outs
+        report = StepReport(block, position, step.op, traffic.source,
+                            modelled=int(traffic.received))
         self.steps.append(report)
-        check = _TileCheck(op, params, report, [self.mappings.get(s) for s in ins],
-                           [self.mappings.get(s) for s in outs], self.num_tiles, split)
+        check = _TileCheck(step.op, step.params, report, [self.mappings.get(s) for s in ins],
+                           [self.mappings.get(s) for s in outs], self.num_tiles, traffic)
 
         def run(env):
             vectorised(env)
@@ -163,9 +165,10 @@ class StrictEngine(Engine):
 class _TileCheck:
     """Replays one exec step tile by tile and compares (see the module docstring)."""
 
-    def __init__(self, op, params, report, in_maps, out_maps, num_tiles, split=None):
+    def __init__(self, op, params, report, in_maps, out_maps, num_tiles, traffic=None):
         self.kernel = get_op(op).kernel
-        self.split = split or {}
+        self.k_split = traffic.k_split if traffic is not None else 1
+        self.partial_bytes = traffic.partial_bytes if traffic is not None else PARTIAL_BYTES
         self.reduces = get_op(op).mapping == "reduce"
         self.op, self.params, self.report = op, params, report
         self.in_maps, self.out_maps, self.num_tiles = in_maps, out_maps, num_tiles
@@ -282,14 +285,14 @@ class _TileCheck:
         return total
 
     def _splits_k(self):
-        return (self.report.rule == "matmul" and self.split.get("k_split", 1) > 1
+        return (self.report.rule == "matmul" and self.k_split > 1
                 and self.out_maps[0] is not None)
 
     def _k_split(self, args, out_shapes, t):
         """Bytes tile `t` receives when the plan splits k: the operand rows and columns
         of its chunk (the `k` tiles' owned ranges together) for its depth slice, less
         what it holds, then `k - 1` partials per owned element from the other slices."""
-        k, start, _, per_tile = self.split["k_split"], *self.out_maps[0]
+        k, start, _, per_tile = self.k_split, *self.out_maps[0]
         size = int(np.prod(out_shapes[0], dtype=np.int64))
         i = (t - start) % self.num_tiles
         lo, hi = (i // k) * k * per_tile, min(size, (i // k + 1) * k * per_tile)
@@ -306,7 +309,7 @@ class _TileCheck:
             mask &= keep.reshape([-1 if a == axis else 1 for a in range(mask.ndim)])
         owned = max(0, min(size, (i + 1) * per_tile) - i * per_tile)
         return (self._received(args, masks, t)
-                + owned * (slices - 1) * self.split.get("partial_bytes", PARTIAL_BYTES))
+                + owned * (slices - 1) * self.partial_bytes)
 
     def _compute(self, t, args, masks, ranges, flat, assembled):
         """Tile `t` runs the kernel on what it holds, under both poisons."""

@@ -10,22 +10,27 @@ copies and, in the main block, for the program's arguments and results (a compil
 function's inputs stream in from the host, its outputs back: profile row
 "host_transfer"). Reductions take one superstep to reduce in place and one per stage
 of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
-block also keeps a `profile` for reports: one row per costed or control-flow step
-(op, Keras layer, its cycles, its sub-blocks); the engine does not read it.
-`sources` gives each step's [TensorFlow node, Keras layer], for errors raised while
-it runs (floating-point traps). And it keeps `tiles`, what the strict tile mode
-(`simulator/strict.py`) checks: `slots`, `[slot, start, tiles, per_tile]` for every
-value the block defines; `steps`, per step `[bytes the busiest tile receives as the
-cost model charges it, source]`, plus for a matmul plan that splits k `{"k_split": k,
-"partial_bytes": b}` (the strict mode measures such a step as the plan runs it);
-block 0 adds `variables`, `[var, start, tiles, per_tile]` per variable.
+block (a `device/steps.Block` of typed steps) also keeps a `profile` for reports: a
+`ProfileRow` per costed or control-flow step (op, Keras layer, its cycles, its
+sub-blocks); the engine does not read it. `sources` gives each step's `Source`
+(TensorFlow node, Keras layer), for errors raised while it runs (floating-point traps).
+And it keeps `tiles`, the `TileFacts` the strict tile mode (`simulator/strict.py`) checks:
+`slots`, a `TileMapping` for every value the block defines; `steps`, per step a
+`StepTraffic`: the bytes the busiest tile receives as the cost model charges it, its
+source and, for a matmul plan that splits k, `k_split` and `partial_bytes` (the strict
+mode measures such a step as the plan runs it); block 0 adds `variables`, a
+`TileMapping` per variable.
 """
+import dataclasses
 import math
 
 from ipu_keras._src.compiler.passes import traffic
 from ipu_keras.errors import ReplicationError
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.device import cost as cost_model
+from ipu_keras._src.device.steps import (
+    Block, Collective, Exec, If, Infeed, Outfeed, ProfileRow, Read, Source, StepTraffic,
+    TileFacts, TileMapping, While, Write, cycles_of)
 
 _CONTROL = ("loop", "branch")
 """Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
@@ -51,7 +56,7 @@ class _Lowering:
         return self.slots[value.id]
 
     def slots_of(self, values):
-        return [self.slot(v) for v in values]
+        return tuple(self.slot(v) for v in values)
 
     def block(self, graph):
         """Lower one graph level; returns its block index (parents before children)."""
@@ -63,16 +68,14 @@ class _Lowering:
             step = self.step(eqn)
             if step is not None:
                 steps.append(step)
-                sources.append([eqn.source.node, eqn.source.layer])
+                sources.append(Source(eqn.source.node, eqn.source.layer))
             eqn_cycles = self.cycles(eqn)
             for k, c in enumerate(eqn_cycles):
                 cycles[k] += c
-            if any(eqn_cycles) or step is not None and step[0] in ("while", "if"):
+            if any(eqn_cycles) or isinstance(step, (While, If)):
                 profile.append(_profile_row(eqn, eqn_cycles, step))
-        self.blocks[index] = {"steps": steps, "cycles": dict(zip(
-            ("compute", "exchange", "sync", "host_io"), cycles)), "profile": profile,
-            "sources": sources}
-        self.blocks[index]["tiles"] = self.tile_facts(graph)
+        self.blocks[index] = Block(tuple(steps), cycles_of(cycles), tuple(profile),
+                                   tuple(sources), self.tile_facts(graph))
         return index
 
     def tile_facts(self, graph):
@@ -86,13 +89,14 @@ class _Lowering:
                 received = plan.receive_bytes if plan is not None else (
                     0 if role in _CONTROL else
                     traffic.received_bytes(eqn, self.map).max(initial=0))
-                steps.append([int(received), str(eqn.source)])
                 if getattr(plan, "kind", "") == "matmul" and plan.k_split > 1:
-                    steps[-1].append({"k_split": plan.k_split,
-                                      "partial_bytes": plan.partial_bytes})
+                    steps.append(StepTraffic(int(received), str(eqn.source), plan.k_split,
+                                             plan.partial_bytes))
+                else:
+                    steps.append(StepTraffic(int(received), str(eqn.source)))
         mapped = [(v, self.map.values.get(v.id)) for v in values]
-        return {"slots": [[self.slot(v), m.start, m.tiles, m.per_tile] for v, m in mapped if m],
-                "steps": steps}
+        return TileFacts(tuple(TileMapping(self.slot(v), m.start, m.tiles, m.per_tile)
+                               for v, m in mapped if m), tuple(steps))
 
     def step(self, eqn):
         p, ins, outs = eqn.params, self.slots_of(eqn.inputs), self.slots_of(eqn.outputs)
@@ -101,13 +105,13 @@ class _Lowering:
             self.constants.append([outs[0], p["value"]])
             return None
         if role == "variable_read":
-            return ["read", p["var"], outs[0]]
+            return Read(p["var"], outs[0])
         if role == "variable_write":
-            return ["write", p["var"], p["mode"], ins[0]]
+            return Write(p["var"], p["mode"], ins[0])
         if role == "stream_in":
-            return ["infeed", p["infeed"], outs]
+            return Infeed(p["infeed"], outs)
         if role == "stream_out":
-            return ["outfeed", p["outfeed"], ins]
+            return Outfeed(p["outfeed"], ins)
         if role in _COLLECTIVE:
             size = p.get("group_size")
             if size and self.replicas % size:
@@ -116,31 +120,23 @@ class _Lowering:
                     f"group size to divide the replication factor. Received: "
                     f"replica_group_size={size}, replication factor {self.replicas} (from "
                     f"{eqn.source}). Use a divisor of {self.replicas}, or None for all.")
-            return ["collective", eqn.op, ins, outs, p]
+            return Collective(eqn.op, ins, outs, p)
         if role == "loop":
             cond, body = p["cond"], p["body"]
-            step = ["while", ins, self.block(cond), self.slots_of(cond.inputs),
-                    self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
-                    self.slots_of(body.outputs), outs]
+            step = While(ins, self.block(cond), self.slots_of(cond.inputs),
+                         self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
+                         self.slots_of(body.outputs), outs)
             if id(eqn) in self.pipelines:
-                self._pipelined(self.blocks[step[5]], self.pipelines[id(eqn)])
+                self.blocks[step.body_block] = _pipelined(self.blocks[step.body_block],
+                                                          self.pipelines[id(eqn)])
             return step
         if role == "branch":
             then, other = p["then"], p["else"]
-            return ["if", ins[0], ins[1:], self.block(then), self.slots_of(then.inputs),
-                    self.slots_of(then.outputs), self.block(other), self.slots_of(other.inputs),
-                    self.slots_of(other.outputs), outs]
+            return If(ins[0], ins[1:], self.block(then), self.slots_of(then.inputs),
+                      self.slots_of(then.outputs), self.block(other), self.slots_of(other.inputs),
+                      self.slots_of(other.outputs), outs)
         assert not get_op(eqn.op).engine, f"no lowering for engine op {eqn.op}"
-        return ["exec", eqn.op, ins, outs, p]
-
-    @staticmethod
-    def _pipelined(block, pipeline):
-        """A pipeline's body runs `depth` times per run; together they take the schedule's
-        makespan, not `depth` serial iterations: scale its cycles (`passes/pipeline.py`)."""
-        serial = sum(block["cycles"].values()) * pipeline["depth"]
-        factor = pipeline["makespan_cycles"] / serial if serial else 1.0
-        block["cycles"] = {k: round(v * factor) for k, v in block["cycles"].items()}
-        block["pipeline"] = pipeline
+        return Exec(eqn.op, ins, outs, p)
 
     # -- cost ----------------------------------------------------------------------
     def cycles(self, eqn):
@@ -244,14 +240,20 @@ def step_cycles(eqn, tile_map, target):
     return _Lowering(tile_map, target).cycles(eqn)
 
 
+def _pipelined(block, pipeline):
+    """A pipeline's body runs `depth` times per run; together they take the schedule's
+    makespan, not `depth` serial iterations: scale its cycles (`passes/pipeline.py`)."""
+    serial = sum(block.cycles.values()) * pipeline["depth"]
+    factor = pipeline["makespan_cycles"] / serial if serial else 1.0
+    return dataclasses.replace(
+        block, cycles={k: round(v * factor) for k, v in block.cycles.items()},
+        pipeline=pipeline)
+
+
 def _profile_row(eqn, cycles, step):
-    """For reports: [op, layer, [compute, exchange, sync, host_io], sub-blocks] of a step."""
-    subs = []
-    if step is not None and step[0] == "while":
-        subs = [step[2], step[5]]
-    elif step is not None and step[0] == "if":
-        subs = [step[3], step[6]]
-    return [eqn.op, eqn.source.layer, list(cycles), subs]
+    """For reports: a step's op, layer, cycles per kind and sub-blocks."""
+    subs = step.blocks if step is not None else ()
+    return ProfileRow(eqn.op, eqn.source.layer, cycles_of(cycles), subs)
 
 
 def _add_host_transfer(main, graph, target):
@@ -264,10 +266,11 @@ def _add_host_transfer(main, graph, target):
         if nbytes:
             transfer["sync"] += cost_model.sync_cycles(target, external=True)
             transfer["host_io"] += cost_model.host_io_cycles(nbytes, target)
-    if any(transfer.values()):
-        for kind, cycles in transfer.items():
-            main["cycles"][kind] += cycles
-        main["profile"].insert(0, ["host_transfer", "", list(transfer.values()), []])
+    if not any(transfer.values()):
+        return main
+    return dataclasses.replace(
+        main, cycles={kind: main.cycles[kind] + transfer[kind] for kind in main.cycles},
+        profile=(ProfileRow("host_transfer", "", transfer),) + main.profile)
 
 
 def lower(graph, tile_map, target, pipelines=None, replicas=1):
@@ -277,11 +280,13 @@ def lower(graph, tile_map, target, pipelines=None, replicas=1):
     `replicas` is the replication factor an all-reduce spans."""
     lowering = _Lowering(tile_map, target, pipelines, replicas)
     lowering.block(graph)
-    _add_host_transfer(lowering.blocks[0], graph, target)
-    lowering.blocks[0]["tiles"]["variables"] = [
-        [i, m.start, m.tiles, m.per_tile] for i, m in enumerate(tile_map.variables)]
-    return (lowering.blocks, lowering.constants, lowering.slots_of(graph.inputs),
-            lowering.slots_of(graph.outputs), len(lowering.slots))
+    main = _add_host_transfer(lowering.blocks[0], graph, target)
+    variables = tuple(TileMapping(i, m.start, m.tiles, m.per_tile)
+                      for i, m in enumerate(tile_map.variables))
+    lowering.blocks[0] = dataclasses.replace(
+        main, tiles=dataclasses.replace(main.tiles, variables=variables))
+    return (lowering.blocks, lowering.constants, list(lowering.slots_of(graph.inputs)),
+            list(lowering.slots_of(graph.outputs)), len(lowering.slots))
 
 
 def equation_cycles(graph, tile_map, target):
