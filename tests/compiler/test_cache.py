@@ -1,7 +1,11 @@
 """The executable cache (compiler/cache.py, _compile.py) and graph fingerprints."""
 import errno
+import hashlib
+import io
+import json
 import logging
 import os
+import zipfile
 
 import numpy as np
 import pytest
@@ -87,13 +91,31 @@ def test_different_target_or_options_miss(tmp_path):
     assert len(_entries(tmp_path)) == 3
 
 
-@pytest.mark.parametrize("damage", ["truncate", "alter"])
+def _as_format(data, version):
+    """The entry `data` as a file of executable format `version` would be, checksum and all."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    document = json.loads(members["executable.json"])
+    document["format"] = version
+    members["executable.json"] = json.dumps(document).encode()
+    members["checksum"] = hashlib.sha256(
+        members["executable.json"] + members["constants.npz"]).hexdigest().encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, member in members.items():
+            archive.writestr(name, member)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "alter", "old format"])
 def test_damaged_entry_warns_recompiles_and_is_replaced(tmp_path, caplog, damage):
     key = compile_for_ipu(dense_step(), _cfg(tmp_path)).info["cache"]["key"]
     path = cache.entry_path(str(tmp_path), key)
     data = open(path, "rb").read()
     if damage == "truncate":
         data = data[: len(data) // 2]
+    elif damage == "old format":   # the steps were positional lists in format 1
+        data = _as_format(data, 1)
     else:
         i = data.index(b'"cycles"') + 2
         data = data[:i] + bytes([data[i] ^ 1]) + data[i + 1:]

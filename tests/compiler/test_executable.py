@@ -1,12 +1,15 @@
 """Executables are plain data: saved, loaded without pickle, and checked."""
 import hashlib
 import io
+import json
 import zipfile
 
 import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import Executable, compile_graph
+from ipu_keras._src.device.executable import FORMAT_VERSION
+from ipu_keras._src.device.steps import Block, While
 from ipu_keras.errors import ExecutableFormatError
 from ipu_keras._src.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step, small_target
@@ -141,3 +144,82 @@ def test_an_array_declaring_a_huge_shape_is_refused(saved):
     _rewrite(saved, members)
     with pytest.raises(ExecutableFormatError, match=r"shape=\(1000000000000,\)"):
         Executable.load(saved)
+
+
+def test_loaded_blocks_are_the_typed_records_saved(tmp_path):
+    exe = compile_graph(counting_loop()[0], small_target(4))
+    exe.save(tmp_path / "loop.ipuexe")
+    loaded = Executable.load(tmp_path / "loop.ipuexe")
+    assert loaded.blocks == exe.blocks
+    assert all(isinstance(b, Block) for b in loaded.blocks)
+    loop = loaded.blocks[0].steps[0]
+    assert isinstance(loop, While) and loop.blocks == (loop.cond_block, loop.body_block)
+
+
+def test_a_file_of_another_format_version_is_refused(saved):
+    members = _members(saved)
+    document = json.loads(members["executable.json"])
+    document["format"] = FORMAT_VERSION - 1
+    members["executable.json"] = json.dumps(document).encode()
+    _rewrite(saved, members)
+    with pytest.raises(ExecutableFormatError, match=f"format {FORMAT_VERSION} expected"):
+        Executable.load(saved)
+
+
+def _break(document, how):
+    exe = document["executable"]
+    main = exe["blocks"][0]
+    exec_step = next(s for s in main["steps"] if s[0] == "exec")
+    if how == "unknown kind":
+        exec_step[0] = "jump"
+    elif how == "missing field":
+        exec_step.pop()
+    elif how == "slot out of range":
+        exec_step[2][0] = exe["num_slots"]
+    elif how == "slot of another type":
+        exec_step[3] = "3"
+    elif how == "variable out of range":
+        next(s for s in main["steps"] if s[0] == "read")[1] = 7
+    elif how == "block without its cycles":
+        del main["cycles"]
+    elif how == "profile row too short":
+        main["profile"][0].pop()
+    elif how == "sources of another length":
+        main["sources"].pop()
+    elif how == "tile facts of another length":
+        main["tiles"]["steps"].pop()
+    elif how == "array not in the npz":
+        exe["constants"][0][1] = {"$array": "c999"}
+    elif how == "no blocks":
+        exe["blocks"] = []
+    elif how == "field missing":
+        del exe["memory"]
+    elif how == "step not a list":
+        main["steps"][0] = {"kind": "exec"}
+
+
+@pytest.mark.parametrize("how", [
+    "unknown kind", "missing field", "slot out of range", "slot of another type",
+    "variable out of range", "block without its cycles", "profile row too short",
+    "sources of another length", "tile facts of another length", "array not in the npz",
+    "no blocks", "field missing", "step not a list"])
+def test_a_malformed_program_is_refused_before_it_runs(saved, how):
+    members = _members(saved)
+    document = json.loads(members["executable.json"])
+    _break(document, how)
+    members["executable.json"] = json.dumps(document).encode()
+    _rewrite(saved, members)
+    with pytest.raises(ExecutableFormatError, match="not a well-formed ipu_keras executable"):
+        Executable.load(saved)
+
+
+def test_a_loop_running_its_own_block_is_refused(tmp_path):
+    path = tmp_path / "loop.ipuexe"
+    compile_graph(counting_loop()[0], small_target(4)).save(path)
+    members = _members(path)
+    document = json.loads(members["executable.json"])
+    document["executable"]["blocks"][0]["steps"][0][2] = 0   # the condition: block 0 itself
+    members["executable.json"] = json.dumps(document).encode()
+    _rewrite(path, members)
+    with pytest.raises(ExecutableFormatError, match=r"a sub-block in \[1, 3\)"):
+        Executable.load(path)

@@ -300,6 +300,14 @@ def _slots(value, bounds, where):
     return tuple(_slot(v, bounds, where) for v in value)
 
 
+def _of_type(kind, what):
+    def check(value, bounds, where):
+        _expect(isinstance(value, kind), what, where, value)
+        return value
+    return check
+
+
+# Per kind of field in a `Step.layout`: value, bounds, where -> the field's value, checked.
 _FIELDS = {
     "slot": _slot,
     "slots": _slots,
@@ -307,8 +315,8 @@ _FIELDS = {
     "var": lambda v, b, where: _index(v, b.variables, "a variable", where),
     "infeed": lambda v, b, where: _index(v, b.infeeds, "an infeed", where),
     "outfeed": lambda v, b, where: _index(v, b.outfeeds, "an outfeed", where),
-    "name": lambda v, b, where: _expect(isinstance(v, str), "a string", where, v) or v,
-    "params": lambda v, b, where: _expect(isinstance(v, dict), "a dict", where, v) or v,
+    "name": _of_type(str, "a string"),
+    "params": _of_type(dict, "a dict of params"),
 }
 
 

@@ -7,10 +7,10 @@ quarter of the elements for 2x2 windows, instead of to the whole gradient it sca
 `fuse_pairs` finds such pairs among a block's steps: the second the only step reading the
 first's output, and otherwise reading only the first's operands. Each pair becomes one
 `Pair` step, in the place of the second, `Pair(name, first's operands, second's outputs,
-first's params)`, which the engine runs like an exec step (`Engine._step_pair`). A registered kernel gives the bits of
-the two steps run one after the other (falling back to running them so where its shortcut
-does not hold is the kernel's business), so the IR, the cost model and the results are
-those of the unfused steps.
+first's params)`, which the engine runs like an exec step (`Engine._step_pair`). A
+registered kernel gives the bits of the two steps run one after the other (falling back
+to running them so where its shortcut does not hold is the kernel's business), so the
+IR, the cost model and the results are those of the unfused steps.
 """
 import dataclasses
 from typing import ClassVar
