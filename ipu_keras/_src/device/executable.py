@@ -58,9 +58,10 @@ class Executable:
     def save(self, path):
         # Its fields as they are: `_encode` builds new containers, so `dataclasses.asdict`'s
         # deep copy of every step and param (0.18 s for ResNet-50's train step) is not needed.
-        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        fields["blocks"] = [block.to_data() for block in self.blocks]
-        payload, constants = _encode(fields)
+        encode, constants = _encoder()
+        payload = {field.name: encode(getattr(self, field.name))
+                   for field in dataclasses.fields(self) if field.name != "blocks"}
+        payload["blocks"] = [block.to_data(encode) for block in self.blocks]
         body = json.dumps({"format": FORMAT_VERSION, "executable": payload}).encode()
         buffer = io.BytesIO()
         np.savez(buffer, **constants)
@@ -88,8 +89,8 @@ class Executable:
                 f"format={document.get('format')!r}."
             )
         try:
-            fields = _decode(document.get("executable"), _read_constants(path, arrays))
-            return cls(**_checked_fields(fields))
+            decode = _decoder(_read_constants(path, arrays))
+            return cls(**_checked_fields(document.get("executable"), decode))
         except Malformed as e:
             _refuse(path, *e.args)
 
@@ -110,13 +111,16 @@ _FIELD_TYPES = {"target": dict, "num_slots": int, "inputs": list, "outputs": lis
                 "memory": dict, "info": dict}
 
 
-def _checked_fields(fields):
-    """The fields of a loaded `Executable`, each of the type it has when compiled, the
-    slots of its inputs, outputs and constants in range and its blocks typed records."""
+def _checked_fields(data, decode):
+    """The fields of a loaded `Executable` (`data`, decoded by `decode`), each of the type
+    it has when compiled, the slots of its inputs, outputs and constants in range and its
+    blocks typed records."""
     names = sorted(_FIELD_TYPES)
-    if not isinstance(fields, dict) or sorted(fields) != names:
+    if not isinstance(data, dict) or sorted(data) != names:
         raise Malformed(f"an executable with fields {names}",
-                        f"{sorted(fields) if isinstance(fields, dict) else type(fields)}")
+                        f"{sorted(data) if isinstance(data, dict) else type(data)}")
+    fields = {name: decode(value) for name, value in data.items() if name != "blocks"}
+    fields["blocks"] = data["blocks"]
     for name, kind in _FIELD_TYPES.items():
         if not isinstance(fields[name], kind) or isinstance(fields[name], bool):
             raise Malformed(f"{name} of type {kind.__name__}",
@@ -129,8 +133,9 @@ def _checked_fields(fields):
         if not (isinstance(pair, list) and len(pair) == 2 and type(pair[0]) is int
                 and 0 <= pair[0] < slots and isinstance(pair[1], (np.ndarray, np.generic))):
             raise Malformed("constants, [slot, array] pairs", f"{pair!r:.80}")
-    fields["blocks"] = blocks_from_data(fields["blocks"], slots, len(fields["variables"]),
-                                        len(fields["infeeds"]), len(fields["outfeeds"]))
+    fields["blocks"] = blocks_from_data(fields["blocks"], decode, slots,
+                                        len(fields["variables"]), len(fields["infeeds"]),
+                                        len(fields["outfeeds"]))
     return fields
 
 
@@ -211,7 +216,9 @@ def _read_array(path, member, info):
     return array.reshape(shape, order=order).copy(order=order)
 
 
-def _encode(tree):
+def _encoder():
+    """(encode, constants): `encode(tree)` is `tree` as JSON data, each array in it moved
+    to `constants` (`{"$array": key}`) and each tuple marked (`{"$tuple": [...]}`)."""
     constants = {}
 
     def enc(x):
@@ -229,10 +236,11 @@ def _encode(tree):
             return {str(k): enc(v) for k, v in x.items()}
         return x
 
-    return enc(tree), constants
+    return enc, constants
 
 
-def _decode(tree, constants):
+def _decoder(constants):
+    """The inverse of `_encoder`'s `encode`, given the loaded `constants`."""
     def dec(x):
         if isinstance(x, dict):
             if "$array" in x:
@@ -250,7 +258,7 @@ def _decode(tree, constants):
             return [dec(v) for v in x]
         return x
 
-    return dec(tree)
+    return dec
 
 
 __all__ = ["CYCLE_KINDS", "FORMAT_VERSION", "Executable"]

@@ -49,11 +49,11 @@ class Step:
     reads = writes = blocks = ()
     """The slots the step reads and writes in its block, and the blocks it runs."""
 
-    def to_data(self):
-        """The step as `executable.json` holds it: its kind, then its fields in order."""
+    def to_data(self, encode):
+        """The step as `executable.json` holds it: its kind, then its fields in order
+        (`encode` turns params into JSON data)."""
         values = (getattr(self, name) for name in self.__match_args__)
-        return [self.kind] + [list(v) if k == "slots" else v
-                              for k, v in zip(self.layout, values)]
+        return [self.kind] + [_TO_DATA[k](v, encode) for k, v in zip(self.layout, values)]
 
 
 @_record
@@ -226,10 +226,14 @@ class TileFacts:
     variables: tuple = ()
 
     def to_data(self):
-        return {"slots": [list(dataclasses.astuple(m)) for m in self.slots],
-                "steps": [[t.received, t.source, t.k_split, t.partial_bytes]
+        return {"slots": [_mapping_data(m) for m in self.slots],
+                "steps": [[int(t.received), t.source, int(t.k_split), int(t.partial_bytes)]
                           for t in self.steps],
-                "variables": [list(dataclasses.astuple(m)) for m in self.variables]}
+                "variables": [_mapping_data(m) for m in self.variables]}
+
+
+def _mapping_data(m):
+    return [int(m.index), int(m.start), int(m.tiles), int(m.per_tile)]
 
 
 @_record
@@ -243,14 +247,25 @@ class Block:
     tiles: TileFacts = None
     pipeline: dict = None
 
-    def to_data(self):
-        return {"steps": [step.to_data() for step in self.steps],
-                "cycles": dict(self.cycles),
-                "profile": [[r.op, r.layer, [r.cycles[k] for k in CYCLE_KINDS], list(r.blocks)]
-                            for r in self.profile],
+    def to_data(self, encode):
+        """The block as `executable.json` holds it (`encode` turns params and the pipeline
+        schedule into JSON data)."""
+        return {"steps": [step.to_data(encode) for step in self.steps],
+                "cycles": {k: int(self.cycles[k]) for k in CYCLE_KINDS},
+                "profile": [[r.op, r.layer, [int(r.cycles[k]) for k in CYCLE_KINDS],
+                             [int(b) for b in r.blocks]] for r in self.profile],
                 "sources": [[s.node, s.layer] for s in self.sources],
                 "tiles": None if self.tiles is None else self.tiles.to_data(),
-                "pipeline": self.pipeline}
+                "pipeline": encode(self.pipeline)}
+
+
+# Per kind of field in a `Step.layout`: value, encode -> the field as JSON data.
+_TO_DATA = {
+    "slot": lambda v, encode: int(v), "block": lambda v, encode: int(v),
+    "var": lambda v, encode: int(v), "infeed": lambda v, encode: int(v),
+    "outfeed": lambda v, encode: int(v), "name": lambda v, encode: v,
+    "slots": lambda v, encode: [int(s) for s in v], "params": lambda v, encode: encode(v),
+}
 
 
 def cycles_of(values):
@@ -263,6 +278,7 @@ def cycles_of(values):
 class _Bounds:
     """What a loaded program's indices must stay within."""
 
+    decode: object   # plain data -> params, arrays and tuples restored (`executable.py`)
     slots: int
     variables: int
     infeeds: int
@@ -277,15 +293,21 @@ def _brief(value):
 
 
 def _expect(ok, what, where, value):
+    """Raises `Malformed` unless `ok`; `where` is a string or a tuple of its parts (the
+    message is only built for a file that is refused)."""
     if not ok:
+        where = where if isinstance(where, str) else "".join(str(p) for p in where)
         raise Malformed(what, f"{where}={_brief(value)}")
 
 
 def _is_int(value):
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return type(value) is int or (isinstance(value, numbers.Integral)
+                                  and not isinstance(value, bool))
 
 
 def _index(value, stop, what, where, start=0):
+    if type(value) is int and start <= value < stop:
+        return value
     _expect(_is_int(value) and start <= value < stop, f"{what} in [{start}, {stop})", where,
             value)
     return int(value)
@@ -296,6 +318,9 @@ def _slot(value, bounds, where):
 
 
 def _slots(value, bounds, where):
+    stop = bounds.slots
+    if type(value) is list and all(type(v) is int and 0 <= v < stop for v in value):
+        return tuple(value)
     _expect(isinstance(value, list), "a list of slots", where, value)
     return tuple(_slot(v, bounds, where) for v in value)
 
@@ -307,6 +332,8 @@ def _of_type(kind, what):
     return check
 
 
+_params = _of_type(dict, "a dict of params")
+
 # Per kind of field in a `Step.layout`: value, bounds, where -> the field's value, checked.
 _FIELDS = {
     "slot": _slot,
@@ -316,7 +343,7 @@ _FIELDS = {
     "infeed": lambda v, b, where: _index(v, b.infeeds, "an infeed", where),
     "outfeed": lambda v, b, where: _index(v, b.outfeeds, "an outfeed", where),
     "name": _of_type(str, "a string"),
-    "params": _of_type(dict, "a dict of params"),
+    "params": lambda v, b, where: _params(b.decode(v), b, where),
 }
 
 
@@ -326,29 +353,34 @@ def _list(value, what, where, length=None):
     return value
 
 
-def step_from_data(data, bounds, where="step"):
+def step_from_data(data, bounds, where=("step",)):
     """The step record of `data` (`Step.to_data`'s list), its fields checked."""
-    _expect(isinstance(data, list) and data and data[0] in STEP_KINDS,
-            f"a step, a list whose first element is one of {sorted(STEP_KINDS)}", where, data)
-    cls = STEP_KINDS[data[0]]
-    _list(data, f"a {cls.kind} step of {len(cls.layout) + 1} elements", where,
-          len(cls.layout) + 1)
-    return cls(*(_FIELDS[kind](value, bounds, f"{where}.{name}")
+    cls = STEP_KINDS.get(data[0]) if type(data) is list and data and type(data[0]) is str \
+        else None
+    if cls is None:
+        _expect(False, f"a step, a list whose first element is one of {sorted(STEP_KINDS)}",
+                where, data)
+    if len(data) != len(cls.layout) + 1:
+        _expect(False, f"a {cls.kind} step of {len(cls.layout) + 1} elements", where, data)
+    return cls(*(_FIELDS[kind](value, bounds, (*where, ".", name))
                  for kind, name, value in zip(cls.layout, cls.__match_args__, data[1:])))
 
 
+_CYCLES = f"cycles, a dict of ints with keys {list(CYCLE_KINDS)}"
+_COUNTS = f"{len(CYCLE_KINDS)} cycle counts"
+
+
 def _cycles(data, where):
-    _expect(isinstance(data, dict) and list(data) == list(CYCLE_KINDS)
-            and all(_is_int(c) for c in data.values()),
-            f"cycles, a dict of ints with keys {list(CYCLE_KINDS)}", where, data)
-    return dict(data)
+    _expect(type(data) is dict and tuple(data) == CYCLE_KINDS
+            and all(_is_int(c) for c in data.values()), _CYCLES, where, data)
+    return data
 
 
 def _profile_row(data, bounds, where):
     op, layer, cycles, blocks = _list(data, "a profile row of 4 elements", where, 4)
     _expect(isinstance(op, str) and isinstance(layer, str), "an op and a layer name", where,
             data)
-    cycles = _list(cycles, f"{len(CYCLE_KINDS)} cycle counts", where, len(CYCLE_KINDS))
+    cycles = _list(cycles, _COUNTS, where, len(CYCLE_KINDS))
     return ProfileRow(op, layer, _cycles(cycles_of(cycles), where),
                       tuple(_FIELDS["block"](b, bounds, where)
                             for b in _list(blocks, "a list of sub-blocks", where)))
@@ -364,7 +396,7 @@ def _mapping(data, stop, where):
     row = _list(data, "a tile mapping of 4 ints", where, 4)
     _expect(all(_is_int(v) and v >= 0 for v in row), "a tile mapping of 4 ints", where, row)
     _index(row[0], stop, "a slot or variable", where)
-    return TileMapping(*(int(v) for v in row))
+    return TileMapping(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
 
 def _traffic(data, where):
@@ -395,12 +427,13 @@ def _block_from_data(data, bounds):
     names = sorted(f.name for f in dataclasses.fields(Block))
     _expect(isinstance(data, dict) and sorted(data) == names,
             f"a block, a dict with keys {names}", where, data)
-    steps = tuple(step_from_data(s, bounds, f"{where} step {i}")
+    steps = tuple(step_from_data(s, bounds, (where, " step ", i))
                   for i, s in enumerate(_list(data["steps"], "a list of steps", where)))
     sources = _list(data["sources"], f"the sources of {len(steps)} steps",
                     f"{where}.sources", len(steps))
-    _expect(data["pipeline"] is None or isinstance(data["pipeline"], dict),
-            "a pipeline schedule or null", f"{where}.pipeline", data["pipeline"])
+    pipeline = bounds.decode(data["pipeline"])
+    _expect(pipeline is None or isinstance(pipeline, dict), "a pipeline schedule or null",
+            f"{where}.pipeline", pipeline)
     return Block(
         steps=steps,
         cycles=_cycles(data["cycles"], f"{where}.cycles"),
@@ -408,14 +441,15 @@ def _block_from_data(data, bounds):
                       _list(data["profile"], "a list", f"{where}.profile")),
         sources=tuple(_source(s, f"{where}.sources") for s in sources),
         tiles=_tile_facts(data["tiles"], bounds, len(steps), f"{where}.tiles"),
-        pipeline=data["pipeline"])
+        pipeline=pipeline)
 
 
-def blocks_from_data(data, slots, variables, infeeds, outfeeds):
+def blocks_from_data(data, decode, slots, variables, infeeds, outfeeds):
     """The `Block`s of `data` (`Block.to_data`'s dicts) of a program with that many slots,
-    variables, infeeds and outfeeds. Raises `Malformed` where it is not well formed."""
+    variables, infeeds and outfeeds; `decode` restores params (`Block.to_data`'s
+    `encode` undone). Raises `Malformed` where it is not well formed."""
     _expect(isinstance(data, list) and data, "a non-empty list of blocks", "blocks", data)
-    bounds = _Bounds(slots, variables, infeeds, outfeeds, len(data))
+    bounds = _Bounds(decode, slots, variables, infeeds, outfeeds, len(data))
     blocks = []
     for index, block in enumerate(data):
         bounds.block = index
