@@ -21,9 +21,8 @@ SRC = pathlib.Path(ops.__file__).resolve().parent.parent
 OP_NAMES = frozenset(ops.all_ops())
 
 NOT_OP_NAMES = {
-    "step[0]": "an executable step's kind (device/executable.py)",
     "opdef.mapping": "a tile-mapping preference (registry.MAPPINGS)",
-    "get_op(step[1]).mapping": "a tile-mapping preference (registry.MAPPINGS)",
+    "get_op(step.op).mapping": "a tile-mapping preference (registry.MAPPINGS)",
     "opdef.plan": "a planner problem kind (registry.PLANS)",
     "plan": "a planner problem kind (registry.PLANS)",
     "getattr(plan, 'kind', '')": "a plan's kind (planner.Plan.kind)",
@@ -32,7 +31,8 @@ NOT_OP_NAMES = {
 }
 
 NOT_OP_TABLES = {
-    ("simulator/engine.py", "_FIELDS"): "executable step kinds",
+    ("device/steps.py", "_FIELDS"): "kinds of a step's fields ('infeed': a feed's index)",
+    ("device/steps.py", "_TO_DATA"): "kinds of a step's fields ('infeed': a feed's index)",
     ("ir/verify.py", "_STATE_PARAMS"): "param names of the state and feed ops",
     ("conformance/catalogue.py", "_ACTIVATIONS"): "Keras activation names",
 }
