@@ -5,9 +5,9 @@ IR op name and no module-level table of op names. Passes and the engine ask the 
 (`get_op(eqn.op).role`, `.tile_rule`, `.plan`, `.exchange`, ...).
 
 Some vocabularies share words with op names without being op names; a comparison
-against them is allowed when its other side is one of `NOT_OP_NAMES` (an executable
-step's kind, a mapping, a plan kind, a strict tile rule kind), and a table is allowed
-when it is one of `NOT_OP_TABLES`.
+against them is allowed when its other side is one of `NOT_OP_NAMES` (a mapping, a plan
+kind, a strict tile rule kind), and a table is allowed when it is one of `NOT_OP_TABLES`
+(the kinds of a step record's fields, param names, Keras activation names).
 """
 import ast
 import pathlib
