@@ -1,7 +1,7 @@
 import numpy as np
 
 from ipu_keras._src.compiler.passes.fold import fold_constants
-from ipu_keras._src.ir import verify
+from ipu_keras._src.compiler.pipeline import verify
 from ipu_keras._src.ops.builder import Builder, new_input
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from ipu_keras.errors import CompilationError
 from ipu_keras._src.ir import Equation, Graph, TensorType, Value, verify
+from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import counting_loop, dense_step
 
@@ -23,8 +24,8 @@ def test_printer_shows_ops_params_and_subgraphs():
 
 
 def test_verifier_accepts_well_formed_graphs():
-    verify(dense_step())
-    verify(counting_loop()[0])
+    verify(dense_step(), get_op)
+    verify(counting_loop()[0], get_op)
 
 
 def test_verifier_rejects_use_before_definition():
@@ -33,7 +34,7 @@ def test_verifier_rejects_use_before_definition():
     out = Value(TensorType((2,), "float32"))
     graph = Graph([x], [out], [Equation("add", [x, ghost], [out])])
     with pytest.raises(CompilationError, match="before it is defined"):
-        verify(graph)
+        verify(graph, get_op)
 
 
 def test_verifier_rejects_wrong_recorded_types():
@@ -41,17 +42,17 @@ def test_verifier_rejects_wrong_recorded_types():
     out = Value(TensorType((3,), "float32"))
     graph = Graph([x], [out], [Equation("add", [x, x], [out])])
     with pytest.raises(CompilationError, match="shape rule gives"):
-        verify(graph)
+        verify(graph, get_op)
 
 
 def test_verifier_rejects_unknown_variable():
     graph = dense_step().replace(variables=[])
     with pytest.raises(CompilationError, match="names var 0"):
-        verify(graph)
+        verify(graph, get_op)
 
 
 def test_verifier_rejects_double_definition():
     x = new_input((2,), "float32")
     graph = Graph([x], [x], [Equation("neg", [x], [x])])
     with pytest.raises(CompilationError):
-        verify(graph)
+        verify(graph, get_op)

@@ -12,6 +12,7 @@ times are kept in `executable.info["pass_seconds"]`. The compiler knows nothing 
 TensorFlow or Keras: its input is IR, its output plain data.
 """
 import dataclasses
+import functools
 import time
 
 from ipu_keras._src.device.executable import Executable
@@ -24,8 +25,11 @@ from ipu_keras._src.compiler.passes.pipeline import plan_pipelines
 from ipu_keras._src.compiler.passes.planner import PlanOptions
 from ipu_keras._src.compiler.passes.shard import check_device, num_shards, shard
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
-from ipu_keras._src.ir.verify import verify
+from ipu_keras._src.ir.verify import verify as _verify_ir
 from ipu_keras._src.ops.registry import get_op
+
+verify = functools.partial(_verify_ir, get_op=get_op)
+"""The IR verifier, given the op registry."""
 
 GRAPH_PASSES = (
     ("verify", verify),

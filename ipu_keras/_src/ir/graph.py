@@ -19,6 +19,8 @@ them by index into the top-level graph's `variables`, `infeeds` and `outfeeds`.
 import dataclasses
 import itertools
 
+from ipu_keras._src.ir.printer import format_graph
+
 _ids = itertools.count()
 
 
@@ -110,6 +112,4 @@ class Graph:
                 yield from sub.walk()
 
     def __str__(self):
-        from ipu_keras._src.ir.printer import format_graph
-
         return format_graph(self)

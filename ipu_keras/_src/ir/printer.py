@@ -3,9 +3,7 @@ import numpy as np
 
 
 def _param(value):
-    from ipu_keras._src.ir.graph import Graph
-
-    if isinstance(value, Graph):
+    if hasattr(value, "equations"):   # a sub-graph, as `format_graph` tells them below
         return "<graph>"
     if isinstance(value, np.ndarray):
         if value.size <= 4:

@@ -2,16 +2,19 @@
 
 Checks: each value is defined once and before use; sub-graphs are closed (they see
 only their own inputs); every op is registered and its shape rule reproduces the
-recorded output types; variable and feed indices are in range.
+recorded output types; variable and feed indices are in range. The op definitions stand
+above the IR, so the caller hands in their look-up (`ops.registry.get_op`).
 """
 from ipu_keras.errors import CompilationError
-from ipu_keras._src.ops.registry import get_op
 
 _STATE_PARAMS = {"var": "variables", "infeed": "infeeds", "outfeed": "outfeeds"}
 
 
-def verify(graph, root=None):
-    """Raise `CompilationError` describing the first problem found; return the graph."""
+def verify(graph, get_op, root=None):
+    """Raise `CompilationError` describing the first problem found; return the graph.
+
+    `get_op(name)` returns the op definition named `name` or raises `KeyError`.
+    """
     root = root or graph
     defined = set()
     for value in graph.inputs:
@@ -35,7 +38,7 @@ def verify(graph, root=None):
             if param in eqn.params and not 0 <= eqn.params[param] < len(getattr(root, table)):
                 raise CompilationError(f"{where} names {param} {eqn.params[param]}, not defined.")
         for sub in eqn.subgraphs():
-            verify(sub, root)
+            verify(sub, get_op, root)
         for value in eqn.outputs:
             _define(value, defined, where)
     for value in graph.outputs:
