@@ -4,14 +4,13 @@
 `liveness.png` (not-always-live bytes during each program step), `cycles.png` (where
 the cycles go: per kind and the top ops) and `trace.png` (the execution trace: how
 often each block ran and its cycles by kind), and for a pipeline `timeline.png`
-(`timeline.py`). Each function takes the report dict
-and a path. matplotlib is imported here only, and only when a report is written.
+(one row per IPU and a box per stage, micro-batch and pass, like the execution trace of
+Graphcore's tools). Each function takes the report dict and a path. matplotlib is imported here only, and only when a report is written.
 """
 import numpy as np
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
 from ipu_keras._src.reports.document import cycle_breakdown
-from ipu_keras._src.reports.timeline import timeline_plot
 
 COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "sync": "#937860",
            "host_io": "#55A868"}
@@ -90,6 +89,33 @@ def cycles_plot(report, path):
     _save(fig, path)
 
 
+PHASE_COLOURS = {"F": "#4C72B0", "B": "#DD8452"}
+
+
+def timeline_plot(report, path):
+    """Draws the first pipeline's timeline; writes nothing for a graph with no pipeline."""
+    pipelines = (report.get("ipus") or {}).get("pipelines") or []
+    if not pipelines:
+        return
+    p = pipelines[0]
+    plt = _pyplot()
+    ipus = sorted({b[0] for b in p["timeline"]})
+    fig, ax = plt.subplots(figsize=(11, 1.0 + 0.7 * len(ipus)))
+    for ipu, stage, micro_batch, phase, start, end in p["timeline"]:
+        row = ipus.index(ipu)
+        ax.broken_barh([(start, end - start)], (row - 0.4, 0.8),
+                       facecolors=PHASE_COLOURS[phase], edgecolors="white")
+        if len(p["timeline"]) <= 96:
+            ax.text((start + end) / 2, row, f"{phase}{stage}.{micro_batch}", ha="center",
+                    va="center", fontsize=6, color="white")
+    ax.set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
+    ax.invert_yaxis()
+    ax.set_xlabel("cycles in one pipeline run (F = forward, B = backward; stage.micro-batch)")
+    ax.set_title(f"Pipeline timeline ({p['schedule']}, depth {p['depth']}): "
+                 f"{p['makespan_cycles']:,} cycles per run")
+    _save(fig, path)
+
+
 def trace_plot(report, path):
     plt = _pyplot()
     execution = report["execution"]
@@ -115,3 +141,4 @@ STATIC_PLOTS = {"memory.png": memory_plot, "liveness.png": liveness_plot,
 """The plots written at compile time; `cycles.png` and `trace.png` follow each run."""
 
 __all__ = ["STATIC_PLOTS", "cycles_plot", "liveness_plot", "memory_plot", "trace_plot"]
+

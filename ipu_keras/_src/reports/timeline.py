@@ -3,11 +3,8 @@
 `ipus_section(executable)` is the report's `ipus` section (bytes and busiest tile per
 IPU, and per pipeline its stages' forward/backward cycles, makespan against the serial
 time, per-IPU busy and idle cycles and the timeline boxes); `ipu_lines` its text for
-the summary; `timeline_plot` draws `timeline.png`, one row per IPU and a box per stage,
-micro-batch and pass, like the execution trace of Graphcore's tools.
+the summary; `timeline_html` its HTML. `plots.timeline_plot` draws it.
 """
-
-PHASE_COLOURS = {"F": "#4C72B0", "B": "#DD8452"}
 
 
 def ipus_section(executable):
@@ -42,32 +39,6 @@ def ipu_lines(report):
             lines.append(f"  IPU {ipu['ipu']}: busy {ipu['busy']:,}, idle {ipu['idle']:,} "
                          f"cycles ({share:.0%} busy)")
     return lines
-
-
-def timeline_plot(report, path):
-    """Draws the first pipeline's timeline; writes nothing for a graph with no pipeline."""
-    pipelines = (report.get("ipus") or {}).get("pipelines") or []
-    if not pipelines:
-        return
-    from ipu_keras._src.reports.plots import _pyplot, _save
-
-    p = pipelines[0]
-    plt = _pyplot()
-    ipus = sorted({b[0] for b in p["timeline"]})
-    fig, ax = plt.subplots(figsize=(11, 1.0 + 0.7 * len(ipus)))
-    for ipu, stage, micro_batch, phase, start, end in p["timeline"]:
-        row = ipus.index(ipu)
-        ax.broken_barh([(start, end - start)], (row - 0.4, 0.8),
-                       facecolors=PHASE_COLOURS[phase], edgecolors="white")
-        if len(p["timeline"]) <= 96:
-            ax.text((start + end) / 2, row, f"{phase}{stage}.{micro_batch}", ha="center",
-                    va="center", fontsize=6, color="white")
-    ax.set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
-    ax.invert_yaxis()
-    ax.set_xlabel("cycles in one pipeline run (F = forward, B = backward; stage.micro-batch)")
-    ax.set_title(f"Pipeline timeline ({p['schedule']}, depth {p['depth']}): "
-                 f"{p['makespan_cycles']:,} cycles per run")
-    _save(fig, path)
 
 
 def timeline_html(report, table):

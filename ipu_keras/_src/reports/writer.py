@@ -10,7 +10,7 @@ When: at compile time everything that does not depend on a run is written at onc
 (so a report exists even if the process then dies, or the model does not fit).
 The execution trace needs the last run, and rewriting files after every execution
 would slow training down, so it is written lazily: each run only stores a reference
-to the engine's block counts (`note_execution`, called by `profiling.record`), and
+to the engine's block counts (`note_execution`, called by `profile.record`), and
 `write_report()` (also `profiling.write_report()`) and an `atexit` hook rewrite
 `report.json`, `cycles.png`, `trace.png` and `report.html` of the executables that
 ran since their files were last written.

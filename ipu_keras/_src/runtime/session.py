@@ -20,7 +20,7 @@ import itertools
 
 import numpy as np
 
-from ipu_keras import profiling
+from ipu_keras._src.reports import profile
 from ipu_keras.distributed.process_group import active_group
 from ipu_keras._src.ops import cores
 from ipu_keras._src.runtime.feeds import StreamSet
@@ -88,7 +88,7 @@ class Session:
         for q, elements in zip(self.outfeed_queues, enqueued):
             q._deliver(elements)
         self.last_cycles = self.engine.cycles()
-        profiling.record(self.executable, self.engine)
+        profile.record(self.executable, self.engine)
         self.run_index = next(_runs)
         return [np.asarray(o) for o in outputs]
 
