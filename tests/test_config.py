@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from ipu_keras import config as config_lib
+from ipu_keras._src.device import config as config_lib
 from ipu_keras.config import (
     DeviceConnectionType, IPUConfig, SelectionOrder, get_active_config, is_configured,
     reset_ipu_configuration,

@@ -15,7 +15,7 @@ report of a model that does not fit is still written; the error is raised after.
 """
 import logging
 
-from ipu_keras import config as ipu_config
+from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src import flags
 from ipu_keras._src import reports
 from ipu_keras._src.gc_pause import collection_paused

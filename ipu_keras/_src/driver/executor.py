@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from ipu_keras import config as ipu_config
+from ipu_keras._src.device import config as ipu_config
 from ipu_keras import ipu_outfeed_queue
 from ipu_keras._src.driver.compile import compile_for_ipu
 from ipu_keras._src.runtime import Session, infeed_for

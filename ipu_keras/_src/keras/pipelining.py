@@ -24,7 +24,7 @@ from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
 from keras.src.layers.core.input_layer import InputLayer
 from keras.src.models.functional import Functional
 
-from ipu_keras import config as ipu_config
+from ipu_keras._src.device import config as ipu_config
 from ipu_keras import scopes
 from ipu_keras.errors import AccumulationStepsError, PipelineStageAssignmentError
 from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from ipu_keras import config as ipu_config
+from ipu_keras._src.device import config as ipu_config
 from ipu_keras import ipu_outfeed_queue
 from ipu_keras._src.driver.compile import compile_for_ipu
 from ipu_keras._src.keras.boundary import to_device_array

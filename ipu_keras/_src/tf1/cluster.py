@@ -24,7 +24,7 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_util
 
 from ipu_keras._src.driver import executor as _executor
-from ipu_keras import config as ipu_config
+from ipu_keras._src.device import config as ipu_config
 from ipu_keras import ipu_outfeed_queue
 from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras._src.tracer import import_concrete
