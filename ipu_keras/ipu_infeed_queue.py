@@ -7,7 +7,7 @@ import inspect
 
 import tensorflow as tf
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras.errors import FeedError
 from ipu_keras._src.runtime import infeed_dataset, set_prefetch_depth
 from ipu_keras._src.tf1 import in_graph_mode

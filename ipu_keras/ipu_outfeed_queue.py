@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras.errors import FeedError
 from ipu_keras._src.tf1 import in_graph_mode
 from ipu_keras._src.tf1.feeds import dequeue_op

@@ -11,7 +11,7 @@ import contextlib
 import tensorflow as tf
 
 from ipu_keras._src.driver import executor as _executor
-from ipu_keras import compat
+from ipu_keras._src import compat
 
 
 class _Extended:

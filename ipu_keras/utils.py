@@ -6,7 +6,7 @@
 
 import tensorflow as tf
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras import config as ipu_config_module
 from ipu_keras.errors import ConfigurationError
 from ipu_keras._src.tf1 import in_graph_mode, move_initialization_to_cpu

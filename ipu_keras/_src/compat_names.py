@@ -6,7 +6,7 @@ Deprecated spellings are declared where they are implemented (by the decorators 
 not be supported.
 """
 from ipu_keras import keras as ipu_keras_keras
-from ipu_keras.compat import NOT_SUPPORTED, PENDING, SUPPORTED, declare
+from ipu_keras._src.compat import NOT_SUPPORTED, PENDING, SUPPORTED, declare
 from ipu_keras._src.keras.trainer import IPUTrainerMixin
 
 _SUPPORTED = (

@@ -9,7 +9,7 @@ import importlib
 
 import keras
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 
 _ADDONS = "ipu_keras_addons.keras.layers"
 

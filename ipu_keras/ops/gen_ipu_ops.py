@@ -10,7 +10,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras import profiling
 
 

@@ -11,7 +11,7 @@ the `ctc_beam_search` op on the device.
 """
 import tensorflow as tf
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras.errors import AddonsArgumentError
 from ipu_keras._src.ops import ctc as ctc_op
 from ipu_keras._src.tracer.marked import marked_call

@@ -7,7 +7,7 @@ incoming gradient with the same seed, so no mask is kept between the passes.
 """
 import tensorflow as tf
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras.errors import AddonsArgumentError
 from ipu_keras._src.ops import dropout as dropout_op
 from ipu_keras._src.tracer.marked import marked_call

@@ -16,7 +16,7 @@ execution, which an SDK 2.1 script needs to train unchanged.
 """
 from keras.src.layers.layer import Layer
 
-from ipu_keras import compat
+from ipu_keras._src import compat
 from ipu_keras._src.keras import pipelining
 from ipu_keras._src.keras.models import Functional, Sequential
 

@@ -6,7 +6,7 @@ the constructor's arguments and forwards the count to
 `set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=n)`,
 warning once that the argument is deprecated.
 """
-from ipu_keras import compat
+from ipu_keras._src import compat
 
 _NEW = "model.set_gradient_accumulation_options(gradient_accumulation_steps_per_replica=n)"
 
