@@ -6,8 +6,6 @@ accepted with a DeprecationWarning once per old argument.
 """
 import enum
 import inspect
-import itertools
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -16,10 +14,8 @@ from ipu_keras._src import compat
 from ipu_keras.errors import FeedError
 from ipu_keras._src.tf1 import in_graph_mode
 from ipu_keras._src.tf1.feeds import dequeue_op
+from ipu_keras._src.runtime.outfeeds import register
 from ipu_keras._src.tracer import set_outfeed_marker
-
-_ids = itertools.count(1)
-_QUEUES = weakref.WeakValueDictionary()
 
 
 class IPUOutfeedMode(enum.Enum):
@@ -27,11 +23,6 @@ class IPUOutfeedMode(enum.Enum):
 
     ALL = "all"
     LAST = "last"
-
-
-def registry():
-    """Queue id -> IPUOutfeedQueue, for the tracer to resolve enqueue ops."""
-    return dict(_QUEUES)
 
 
 class IPUOutfeedQueue:
@@ -55,8 +46,7 @@ class IPUOutfeedQueue:
             )
         self.outfeed_mode = mode
         self.buffer_depth = buffer_depth
-        self._id = next(_ids)
-        _QUEUES[self._id] = self
+        self._id = register(self)
         self._structure = None
         self._elements = []
 

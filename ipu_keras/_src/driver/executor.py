@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_keras._src.device import config as ipu_config
-from ipu_keras import ipu_outfeed_queue
+from ipu_keras._src.runtime import outfeeds
 from ipu_keras._src.driver.compile import compile_for_ipu
 from ipu_keras._src.runtime import Session, infeed_for
 from ipu_keras._src.tracer import trace
@@ -43,7 +43,7 @@ class CompiledFunction:
     def __init__(self, fn, args, kwargs, cfg, traced=None):
         start = time.perf_counter()
         if traced is None:
-            traced = trace(fn, args, kwargs, outfeed_queues=ipu_outfeed_queue.registry())
+            traced = trace(fn, args, kwargs, outfeed_queues=outfeeds.registry())
         trace_seconds = time.perf_counter() - start
         target = cfg.target()
         executable = compile_for_ipu(traced.graph, cfg, getattr(fn, "__name__", "function"))

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from ipu_keras._src.device import config as ipu_config
-from ipu_keras import ipu_outfeed_queue
+from ipu_keras._src.runtime import outfeeds
 from ipu_keras._src.driver.compile import compile_for_ipu
 from ipu_keras._src.keras.boundary import to_device_array
 from ipu_keras._src.runtime import Session, infeed_for
@@ -51,7 +51,7 @@ class StepProgram:
         start = time.perf_counter()
         cfg = ipu_config.get_active_config()
         traced = trace(step_fn, (tf.nest.map_structure(_device_leaf, example_batch),),
-                       outfeed_queues=ipu_outfeed_queue.registry())
+                       outfeed_queues=outfeeds.registry())
         graph, _, _ = counted_loop(traced.graph, pipeline)
         self.target = cfg.target()
         name = f"{getattr(model, 'name', 'model')}_{getattr(step_fn, '__name__', 'step')}"

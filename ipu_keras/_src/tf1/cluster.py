@@ -25,7 +25,7 @@ from tensorflow.python.ops import control_flow_util
 
 from ipu_keras._src.driver import executor as _executor
 from ipu_keras._src.device import config as ipu_config
-from ipu_keras import ipu_outfeed_queue
+from ipu_keras._src.runtime import outfeeds
 from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras._src.tracer import import_concrete
 from ipu_keras._src.tracer.importer import is_effect
@@ -168,7 +168,7 @@ class Cluster:
         concrete = tf.compat.v1.wrap_function(body, signature)
         concrete.graph.variables = self.standins
         traced = import_concrete(concrete, len(signature),
-                                 outfeed_queues=ipu_outfeed_queue.registry())
+                                 outfeed_queues=outfeeds.registry())
         return _executor.CompiledFunction(body, (), {}, ipu_config.get_active_config(),
                                           traced=traced)
 
