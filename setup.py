@@ -48,9 +48,10 @@ setup(
         "distributed": ["mpi4py>=4", "mpich"],
         # hypothesis drives the randomized differential test (tests/fuzz); nbclient,
         # nbformat and ipykernel execute the tutorial notebooks (tests/tutorials); the
-        # distributed extra runs the multi-process replication test.
+        # distributed extra runs the multi-process replication test; import-linter checks
+        # that the layers only import downwards (.importlinter, tests/test_layers.py).
         "test": ["pytest", "hypothesis", "nbclient", "nbformat", "ipykernel", "mpi4py>=4",
-                 "mpich"],
+                 "mpich", "import-linter>=2.1"],
     },
     entry_points={
         "console_scripts": [

@@ -1,7 +1,7 @@
 """`loops.repeat`: an on-device loop, written as a `tf.while_loop` the tracer imports."""
 import tensorflow as tf
 
-from ipu_keras.gradient_accumulation import repeat_loop
+from ipu_keras._src.keras.gradient_accumulation import repeat_loop
 
 
 def repeat(n, body, inputs=None, infeed_queue=None, use_while_v1=False):

@@ -5,19 +5,17 @@
 assignments) mark the ops of one computational stage. Both only record the current
 placement (`current_shard()`, `current_stage()`) and, when TensorFlow is loaded, stamp
 it on the TensorFlow ops created inside as the node attributes `_ipu_shard` and
-`_ipu_stage` (through the default graph's attribute scope), which the tracer reads.
+`_ipu_stage`, which the tracer reads; they live in `ipu_keras/_src/placement.py`.
 """
 import contextlib
 import re
-import sys
 
-SHARD_ATTR = "_ipu_shard"
-STAGE_ATTR = "_ipu_stage"
-"""The TensorFlow node attributes that carry a placement to the tracer."""
+from ipu_keras._src.placement import (  # noqa: F401 - the placement scopes, re-exported
+    SHARD_ATTR, STAGE_ATTR, current_shard, current_stage, ipu_shard, pipeline_stage,
+)
+
 
 _DEVICE = re.compile(r"^/device:IPU:(\d+)$")
-_current_shard = [None]
-_current_stage = [None]
 
 
 @contextlib.contextmanager
@@ -41,51 +39,4 @@ def ipu_scope(device):
         yield
 
 
-@contextlib.contextmanager
-def ipu_shard(index):
-    """Places the ops created inside on shard `index` (an IPU of a multi-IPU device)."""
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise ValueError(f"ipu_shard expected a non-negative int. Received: index={index!r}")
-    previous, _current_shard[0] = _current_shard[0], index
-    try:
-        with _op_attribute(SHARD_ATTR, index):
-            yield
-    finally:
-        _current_shard[0] = previous
-
-
-@contextlib.contextmanager
-def pipeline_stage(stage):
-    """Marks the ops created inside as computational stage `stage` of a pipeline."""
-    if isinstance(stage, bool) or not isinstance(stage, int) or stage < 0:
-        raise ValueError(f"pipeline_stage expected a non-negative int. Received: stage={stage!r}")
-    previous, _current_stage[0] = _current_stage[0], stage
-    try:
-        with _op_attribute(STAGE_ATTR, stage):
-            yield
-    finally:
-        _current_stage[0] = previous
-
-
-def current_shard():
-    """The shard of the innermost `ipu_shard` scope, or None outside any."""
-    return _current_shard[0]
-
-
-def current_stage():
-    """The stage of the innermost `pipeline_stage` scope, or None outside any."""
-    return _current_stage[0]
-
-
-def _op_attribute(name, value):
-    """Stamps `name=value` on the TensorFlow ops created inside (if TensorFlow is loaded)."""
-    if "tensorflow" not in sys.modules:
-        return contextlib.nullcontext()
-    from tensorflow.core.framework import attr_value_pb2
-    from tensorflow.python.framework import ops
-
-    from ipu_keras._src.tracer import placement
-
-    placement.install()   # gradients of the ops made inside follow them
-
-    return ops.get_default_graph()._attr_scope({name: attr_value_pb2.AttrValue(i=value)})
+__all__ = ["current_shard", "current_stage", "ipu_scope", "ipu_shard", "pipeline_stage"]

@@ -1,7 +1,7 @@
 """`ipu.sharding`: Graphcore's helpers for sharded graphs.
 
 Placement itself is `scopes.ipu_shard`; gradient ops always follow the shard of the
-forward op they differentiate (`tracer/placement.py`), under `tf.GradientTape` as under
+forward op they differentiate (`_src/placement.py`), under `tf.GradientTape` as under
 `tf.gradients`, so the switch below only keeps ported code running.
 """
 
@@ -11,7 +11,7 @@ def enable_sharded_gradient_tape():
 
     Already the behaviour here; calling it again is harmless.
     """
-    from ipu_keras._src.tracer import placement
+    from ipu_keras._src import placement
 
     placement.install()
 

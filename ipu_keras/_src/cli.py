@@ -101,7 +101,7 @@ def _report(args, parser):
 def _run(args, parser):
     import subprocess
 
-    from ipu_keras.distributed.process_group import NUM_REPLICAS_ENV
+    from ipu_keras._src.runtime.process_group import NUM_REPLICAS_ENV
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:

@@ -19,7 +19,7 @@ process is one instance holding every replica, and nothing imports MPI.
 """
 import os
 
-from ipu_keras.distributed.process_group import (
+from ipu_keras._src.runtime.process_group import (
     NUM_REPLICAS_ENV, ProcessGroup, active_group, init,
 )
 

@@ -1,5 +1,5 @@
 """`PopDistStrategy`: the strategy of one instance of a distributed run."""
-from ipu_keras.distributed.process_group import init
+from ipu_keras._src.runtime.process_group import init
 from ipu_keras.errors import ReplicationError
 from ipu_keras.ipu_strategy import IPUStrategy
 

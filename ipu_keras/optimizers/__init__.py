@@ -3,8 +3,8 @@ from ipu_keras.optimizers.als_optimizer import (
     ALSGradientAccumulationOptimizer, ALSOptimizer, ALSOptimizerAdam, ALSOptimizerRMSProp,
     ALSOptimizerSGD,
 )
-from ipu_keras.optimizers.cross_replica_optimizer import CrossReplicaOptimizer
-from ipu_keras.optimizers.gradient_accumulation_optimizer import (
+from ipu_keras._src.keras.cross_replica_optimizer import CrossReplicaOptimizer
+from ipu_keras._src.keras.gradient_accumulation_optimizer import (
     GradientAccumulationOptimizer, GradientAccumulationOptimizerV2,
 )
 

@@ -31,8 +31,8 @@ import keras
 import tensorflow as tf
 
 from ipu_keras.errors import AddonsArgumentError
-from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod
-from ipu_keras.optimizers.gradient_accumulation_optimizer import GradientAccumulationOptimizer
+from ipu_keras._src.keras.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_keras._src.keras.gradient_accumulation_optimizer import GradientAccumulationOptimizer
 
 
 def _power_of_two(value):

@@ -13,9 +13,48 @@ import json
 
 import tensorflow as tf
 
-from ipu_keras import scopes
 from ipu_keras.errors import PipelineError
-from ipu_keras._src.tracer import placement
+from ipu_keras._src import placement
+
+
+class OptimizerFunctionOutput:
+    """What a pipeline's `optimizer_function` returns: the optimizer and the loss.
+
+    Args:
+        opt: A Keras optimizer (or anything with `apply_gradients`).
+        loss: The loss tensor of the micro-batch.
+        compute_gradients_args, compute_gradients_kwargs: For TF1 optimizers only.
+        apply_gradients_args, apply_gradients_kwargs: Extra arguments of
+            `apply_gradients`.
+        variables: The variables to train; default: those the loss was computed from.
+        tape: A `tf.GradientTape` (accepted; the pipeline records its own).
+        gradient_capture_context, captured_gradient_outfeed: Accepted; not modelled.
+    """
+
+    def __init__(self, opt, loss, compute_gradients_args=(), compute_gradients_kwargs=None,
+                 apply_gradients_args=(), apply_gradients_kwargs=None, variables=(),
+                 tape=None, gradient_capture_context=None, captured_gradient_outfeed=None):
+        if not hasattr(opt, "apply_gradients"):
+            raise TypeError(
+                "OptimizerFunctionOutput.opt must be a TensorFlow Optimizer or a Keras "
+                f"optimizer. Received: opt={opt!r}")
+        if not tf.is_tensor(loss):
+            raise TypeError(f"OptimizerFunctionOutput.loss must be a tensor. Received: "
+                            f"loss={loss!r}")
+        if compute_gradients_args or compute_gradients_kwargs:
+            raise ValueError(
+                "OptimizerFunctionOutput expected no compute_gradients_args or "
+                "compute_gradients_kwargs with a Keras optimizer. Received: "
+                f"compute_gradients_args={compute_gradients_args!r}, "
+                f"compute_gradients_kwargs={compute_gradients_kwargs!r}")
+        self.opt = opt
+        self.loss = loss
+        self.apply_gradients_args = tuple(apply_gradients_args)
+        self.apply_gradients_kwargs = dict(apply_gradients_kwargs or {})
+        self.variables = tuple(variables)
+        self.tape = tape
+        self.gradient_capture_context = gradient_capture_context
+        self.captured_gradient_outfeed = captured_gradient_outfeed
 
 
 class _Buffers:
@@ -79,7 +118,7 @@ def _pipeline_attributes(options, stage_options):
     from tensorflow.core.framework import attr_value_pb2
     from tensorflow.python.framework import ops
 
-    from ipu_keras._src.tracer.placement import PIPELINE_ATTRS, PIPELINE_OPTIONS_ATTR
+    from ipu_keras._src.placement import PIPELINE_ATTRS, PIPELINE_OPTIONS_ATTR
 
     values = (int(options.schedule), options.count)
     attrs = {name: attr_value_pb2.AttrValue(i=v) for name, v in zip(PIPELINE_ATTRS, values)}
@@ -133,12 +172,10 @@ class _State:
 
     @contextlib.contextmanager
     def stage_scope(self, k):
-        with scopes.pipeline_stage(k), scopes.ipu_shard(self.o.mapping[k]):
+        with placement.pipeline_stage(k), placement.ipu_shard(self.o.mapping[k]):
             yield
 
     def accumulate(self, tape, out, i):
-        from ipu_keras.ops.pipelining_ops import OptimizerFunctionOutput
-
         if not isinstance(out, OptimizerFunctionOutput):
             raise TypeError("The optimizer_function must return an OptimizerFunctionOutput. "
                             f"Received: {out!r}")

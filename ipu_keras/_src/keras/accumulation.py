@@ -26,9 +26,11 @@ import tensorflow as tf
 from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
 
 from ipu_keras.errors import AccumulationStepsError
-from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_keras._src.keras.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_keras._src.keras import pipelining, replication
-from ipu_keras.optimizers import GradientAccumulationOptimizer, GradientAccumulationOptimizerV2
+from ipu_keras._src.keras.gradient_accumulation_optimizer import (
+    GradientAccumulationOptimizer, GradientAccumulationOptimizerV2,
+)
 
 logger = logging.getLogger("ipu_keras")
 

@@ -25,9 +25,9 @@ from keras.src.layers.core.input_layer import InputLayer
 from keras.src.models.functional import Functional
 
 from ipu_keras._src.device import config as ipu_config
-from ipu_keras import scopes
+from ipu_keras._src import placement
 from ipu_keras.errors import AccumulationStepsError, PipelineStageAssignmentError
-from ipu_keras.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_keras._src.keras.gradient_accumulation import GradientAccumulationReductionMethod
 from ipu_keras._src.keras import pipeline_stage as ps
 
 _OPTIONS_ATTR = "_ipu_pipelining"
@@ -398,7 +398,7 @@ def placed_layers(model):
 
     @contextlib.contextmanager
     def place(stage):
-        with scopes.pipeline_stage(stage), scopes.ipu_shard(mapping[stage]):
+        with placement.pipeline_stage(stage), placement.ipu_shard(mapping[stage]):
             yield
 
     patched = []

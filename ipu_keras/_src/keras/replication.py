@@ -30,9 +30,9 @@ import logging
 import numpy as np
 
 from ipu_keras._src.device import config as ipu_config
-from ipu_keras.ops.cross_replica_ops import cross_replica_sum
-from ipu_keras.distributed.process_group import active_group
-from ipu_keras.optimizers.cross_replica_optimizer import CrossReplicaOptimizer
+from ipu_keras._src.tracer.marked import cross_replica_sum
+from ipu_keras._src.runtime.process_group import active_group
+from ipu_keras._src.keras.cross_replica_optimizer import CrossReplicaOptimizer
 from ipu_keras.errors import ReplicationError
 from ipu_keras._src.keras import pipelining
 

@@ -21,7 +21,7 @@ import itertools
 import numpy as np
 
 from ipu_keras._src.reports import profile
-from ipu_keras.distributed.process_group import active_group
+from ipu_keras._src.runtime.process_group import active_group
 from ipu_keras._src.ops import cores
 from ipu_keras._src.runtime.feeds import StreamSet
 from ipu_keras._src.runtime.host_heap import keep_freed_memory

@@ -26,7 +26,7 @@ from ipu_keras._src.ops.builder import Builder
 from ipu_keras._src.ops.evaluate import fold_equation
 from ipu_keras._src.tracer import facts as _facts
 from ipu_keras._src.tracer.layers import LayerScopes
-from ipu_keras._src.tracer import placement
+from ipu_keras._src import placement
 from ipu_keras._src.tracer.node import Node, numpy_dtype, tensor_type
 from ipu_keras._src.tracer.shapes import infer_types
 from ipu_keras._src.tracer.state import StateRef

@@ -10,13 +10,16 @@ for `op_type` in `ipu_keras._src.ops` (`ops/control.py`), never the body: the IR
 family's one op with its own kernel, cost and tile mapping.
 
 A marked op's gradient is usually another marked op (`tf.custom_gradient` around the
-call), so the backward pass is the original's backward op too.
+call), so the backward pass is the original's backward op too. The cross-replica
+reductions (`cross_replica_sum`, `cross_replica_mean`) are an `Identity` marked with the
+all-reduce attribute of `ops/collective.py`.
 """
 import json
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
+from ipu_keras._src.ops.collective import ALL_REDUCE_ATTR
 from ipu_keras._src.ops.control import MARKED_OP_ATTR as OP_ATTR
 from ipu_keras._src.ops.control import MARKED_PARAMS_ATTR as PARAMS_ATTR
 _CALL_TYPES = ("PartitionedCall", "StatefulPartitionedCall")
@@ -92,3 +95,32 @@ def marked_with_gradient(op_type, grad_type, body, inputs, params=None, wrt=None
         return outputs, gradient
 
     return forward(*inputs)
+
+
+def _group_size(replica_group_size):
+    if replica_group_size is None:
+        return 0
+    if isinstance(replica_group_size, bool) or not isinstance(replica_group_size, int) \
+            or replica_group_size < 1:
+        raise ValueError("replica_group_size expected a positive integer or None. Received: "
+                         f"replica_group_size={replica_group_size!r}")
+    return replica_group_size
+
+
+def _all_reduce(x, reduction, replica_group_size, name):
+    size = _group_size(replica_group_size)
+    x = tf.convert_to_tensor(x)
+    out = tf.identity(x, name=name or f"cross_replica_{reduction}")
+    out.op._set_attr(ALL_REDUCE_ATTR,
+                     attr_value_pb2.AttrValue(s=f"{reduction}:{size}".encode()))
+    return out
+
+
+def cross_replica_sum(x, replica_group_size=None, name=None):
+    """The sum of `x` over the replicas (of each group of `replica_group_size`)."""
+    return _all_reduce(x, "sum", replica_group_size, name)
+
+
+def cross_replica_mean(x, replica_group_size=None, name=None):
+    """The mean of `x` over the replicas (of each group of `replica_group_size`)."""
+    return _all_reduce(x, "mean", replica_group_size, name)

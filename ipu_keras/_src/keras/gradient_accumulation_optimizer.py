@@ -10,7 +10,7 @@ another. Every other attribute (`iterations`, `learning_rate`, `variables`, ...)
 wrapped optimizer's.
 """
 from ipu_keras.errors import GradientAccumulationError
-from ipu_keras.gradient_accumulation import (
+from ipu_keras._src.keras.gradient_accumulation import (
     Accumulator, GradientAccumulationReductionMethod, current_repeat_loop,
 )
 

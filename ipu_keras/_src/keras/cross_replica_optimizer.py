@@ -4,7 +4,7 @@ Its methods run inside traced user code; they are plain Python, so AutoGraph is 
 to convert them (it mis-resolved calls on this `__getattr__`-forwarding class)."""
 import tensorflow as tf
 
-from ipu_keras.ops.cross_replica_ops import cross_replica_mean
+from ipu_keras._src.tracer.marked import cross_replica_mean
 
 
 class CrossReplicaOptimizer:
