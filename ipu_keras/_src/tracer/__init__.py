@@ -1,4 +1,5 @@
-"""TensorFlow -> IR. The only package below `keras/` that imports TensorFlow."""
+"""TensorFlow -> IR: the front of the compiler, the one below the glue that reads TensorFlow
+graphs (the runtime's feeds and variable sync import TensorFlow too, to move data)."""
 from ipu_keras._src.tracer.node import set_outfeed_marker
 from ipu_keras._src.tracer.state import StateRef
 from ipu_keras._src.tracer.trace import Traced, import_concrete, make_tf_function, trace
