@@ -5,7 +5,8 @@
 the cycles go: per kind and the top ops) and `trace.png` (the execution trace: how
 often each block ran and its cycles by kind), and for a pipeline `timeline.png`
 (one row per IPU and a box per stage, micro-batch and pass, like the execution trace of
-Graphcore's tools). Each function takes the report dict and a path. matplotlib is imported here only, and only when a report is written.
+Graphcore's tools). Each function takes the report dict and a path. matplotlib is
+imported here only, and only when a report is written.
 """
 import numpy as np
 
