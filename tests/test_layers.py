@@ -21,7 +21,7 @@ def _lint_imports():
     command = shutil.which("lint-imports", path=os.path.dirname(sys.executable))
     command = command or shutil.which("lint-imports")
     if command is None:
-        pytest.skip("import-linter is not installed (pip install '.[test]')")
+        pytest.fail("import-linter is not installed: pip install '.[test]' installs it")
     env = dict(os.environ, PYTHONPATH=str(ROOT))   # this checkout's ipu_keras, not another
     return subprocess.run([command, "--no-cache"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
