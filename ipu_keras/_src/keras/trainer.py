@@ -6,7 +6,8 @@ documented hooks `make_train_function`, `make_test_function` and
 `make_predict_function`, each returning a `DeviceFunction` that runs the model's
 (possibly user-defined) `train_step`/`test_step`/`predict_step` on the device.
 With `verbose` on, `fit` adds a `DeviceTimeLogger` that prints the simulated device
-time of each epoch beside the wall time, without touching the logs.
+time of each epoch beside the wall time, without touching the logs. The calls that run
+the model hold its lock (`locking.py`): threads sharing a model take turns.
 """
 import inspect
 
@@ -16,6 +17,7 @@ from ipu_keras._src.keras import accumulation, pipelining, replication
 from ipu_keras._src.keras.callbacks import StepReplay
 from ipu_keras._src.keras.device_function import DeviceFunction
 from ipu_keras._src.keras.device_time import with_device_time
+from ipu_keras._src.keras.locking import model_lock
 from ipu_keras._src.runtime import infeed_dataset
 
 
@@ -46,21 +48,34 @@ class IPUTrainerMixin:
 
     def fit(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.fit, args, kwargs)
-        accumulation.before_fit(self)
-        if arguments.get("verbose", "auto") != 0:
-            arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
-        with replication.batches_per_execution(self):
-            return super().fit(**arguments)
+        with model_lock(self):
+            accumulation.before_fit(self)
+            if arguments.get("verbose", "auto") != 0:
+                arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
+            with replication.batches_per_execution(self):
+                return super().fit(**arguments)
 
     def evaluate(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.evaluate, args, kwargs)
-        with replication.batches_per_execution(self):
+        with model_lock(self), replication.batches_per_execution(self):
             return super().evaluate(**arguments)
 
     def predict(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.predict, args, kwargs)
-        with replication.batches_per_execution(self):
+        with model_lock(self), replication.batches_per_execution(self):
             return super().predict(**arguments)
+
+    def train_on_batch(self, *args, **kwargs):
+        with model_lock(self):
+            return super().train_on_batch(*args, **kwargs)
+
+    def test_on_batch(self, *args, **kwargs):
+        with model_lock(self):
+            return super().test_on_batch(*args, **kwargs)
+
+    def predict_on_batch(self, *args, **kwargs):
+        with model_lock(self):
+            return super().predict_on_batch(*args, **kwargs)
 
     def get_metrics_result(self):
         logs = replication.replicated_logs(self)
