@@ -54,6 +54,10 @@ class ExecutableFormatError(IPUError, ValueError):
     """A serialised executable is truncated, altered or not an executable at all."""
 
 
+class UnsupportedDTypeError(IPUError, TypeError):
+    """A value of a dtype the IPU does not have (complex, string, object) reaches the device."""
+
+
 class FeedError(IPUError, ValueError):
     """An infeed or outfeed was used in a way that does not match its definition."""
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ipu_keras.errors import CompilationError
+from ipu_keras.errors import CompilationError, UnsupportedDTypeError
 from ipu_keras._src.ir import Equation, Graph, TensorType, Value, verify
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.ops.builder import Builder, new_input
@@ -56,3 +56,10 @@ def test_verifier_rejects_double_definition():
     graph = Graph([x], [x], [Equation("neg", [x], [x])])
     with pytest.raises(CompilationError):
         verify(graph, get_op)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "object", "<U3"])
+def test_a_type_the_ipu_lacks_is_a_designed_error(dtype):
+    with pytest.raises(UnsupportedDTypeError, match="The IPU has no .* type") as info:
+        TensorType((2, 3), dtype)
+    assert isinstance(info.value, TypeError) and "shape=(2, 3)" in str(info.value)

@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from ipu_keras.errors import UnsupportedDTypeError
+
 DTYPES = (
     "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
     "float16", "float32", "float64",
@@ -28,7 +30,11 @@ class TensorType:
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
-        assert self.dtype in DTYPES, self.dtype
+        if self.dtype not in DTYPES:
+            raise UnsupportedDTypeError(
+                f"The IPU has no {self.dtype} type: a value of the program expected one of "
+                f"{', '.join(DTYPES)}. Received: dtype={self.dtype}, shape={self.shape}. "
+                "Keep that computation on the host, or cast it to a supported type.")
 
     @property
     def size(self):

@@ -2,14 +2,15 @@
 
 The IPU has no 64-bit types. float64 becomes float32 and int64 becomes int32, with
 one warning per dtype; an int64 value outside the int32 range is an error rather than
-a silent wrap.
+a silent wrap. It has no complex, string or object types either: such an input is an
+error (Keras on the CPU would drop a complex input's imaginary part without a word).
 """
 import warnings
 
 import numpy as np
 import tensorflow as tf
 
-from ipu_keras.errors import FeedError
+from ipu_keras.errors import FeedError, UnsupportedDTypeError
 
 _CONVERSIONS = {np.dtype("float64"): np.dtype("float32"), np.dtype("int64"): np.dtype("int32"),
                 np.dtype("uint64"): np.dtype("int32")}
@@ -18,6 +19,12 @@ _warned = set()
 
 def to_device_array(value):
     array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise UnsupportedDTypeError(
+            f"The IPU has no {array.dtype} type: inputs expected bool, integer or "
+            f"floating-point values. Received: dtype={array.dtype}, shape={array.shape}. "
+            "Convert the input on the host first (for complex values np.real, np.abs, or "
+            "the real and imaginary parts as two inputs).")
     target = _CONVERSIONS.get(array.dtype)
     if target is None:
         return array

@@ -19,6 +19,7 @@ from ipu_keras._src.keras.device_function import DeviceFunction
 from ipu_keras._src.keras.device_time import with_device_time
 from ipu_keras._src.keras.locking import model_lock
 from ipu_keras._src.runtime import infeed_dataset
+from ipu_keras.errors import FeedError
 
 
 class IPUTrainerMixin:
@@ -63,7 +64,16 @@ class IPUTrainerMixin:
     def predict(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.predict, args, kwargs)
         with model_lock(self), replication.batches_per_execution(self):
-            return super().predict(**arguments)
+            try:
+                return super().predict(**arguments)
+            except UnboundLocalError as e:
+                if "batch_outputs" not in str(e):
+                    raise
+                # Keras' loop reads the outputs of a batch that never came (as on the CPU).
+                raise FeedError(
+                    "predict expected at least one batch of input. Received: no data (an "
+                    "empty array or dataset). Check the input's length or the dataset's "
+                    "filters.") from None
 
     def train_on_batch(self, *args, **kwargs):
         with model_lock(self):
@@ -81,7 +91,12 @@ class IPUTrainerMixin:
         logs = replication.replicated_logs(self)
         if logs is not None and replication.replication_factor(self) > 1:
             return dict(logs)
-        return super().get_metrics_result()
+        if all(getattr(metric, "built", True) is not False for metric in self.metrics):
+            return super().get_metrics_result()
+        # No step has run (empty data on a fresh model): Keras on the CPU builds the compiled
+        # metrics while tracing the step it then cannot feed, and reports none of them.
+        built = [metric for metric in self.metrics if getattr(metric, "built", True) is not False]
+        return {metric.name: metric.result() for metric in built}
 
     def set_replication_options(self, replicated_metric_reduction_method="NONE"):
         """How the logs of the replicas become a step's logs when the model is replicated.
