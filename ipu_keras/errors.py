@@ -137,8 +137,14 @@ class PipelineStageAssignmentError(IPUError, ValueError):
 
 
 class IndexOutOfRangeError(IPUError, IndexError):
-    """An index tensor read at run time points outside the dimension it indexes (TensorFlow
-    on the CPU rejects it too)."""
+    """An index or class label read at run time points outside the dimension it indexes
+    (TensorFlow on the CPU rejects it too). `op` is the IR op whose kernel found it; the
+    engine adds where that op comes from (TensorFlow node, Keras layer), and the execution
+    that saw it leaves the variables as they were."""
+
+    def __init__(self, message, op=None):
+        super().__init__(message)
+        self.op = op
 
 # -- faults (issue 8): floating-point traps ---------------------------------------------------
 class FloatingPointTrapError(IPUError, FloatingPointError):

@@ -15,6 +15,7 @@ from ipu_keras._src.conformance import tolerances as T
 from ipu_keras._src.ir.types import TensorType, type_of
 from ipu_keras._src.ops import cores, get_importer, get_op, nn, reduce
 from ipu_keras._src.ops.registry import WORK_KINDS, Work
+from ipu_keras.errors import IndexOutOfRangeError
 from tests.ops.rules import FakeNode, every_op_is_sampled
 
 rng = np.random.default_rng(0)
@@ -174,10 +175,15 @@ def test_matmul_rule_rejects_mismatched_operands():
         get_op("matmul").shape([TensorType((2, 3), "float32"), TensorType((2, 3), "float32")])
 
 
-def test_sparse_xent_out_of_range_label_is_nan():
-    loss, backprop = get_op("sparse_softmax_xent").kernel(X, np.array([0, 4, -1], np.int32))
-    assert np.isfinite(loss[0]) and np.isnan(loss[1:]).all()
-    assert np.isfinite(backprop[0]).all() and np.isnan(backprop[1:]).all()
+@pytest.mark.parametrize("labels, bad", [([0, 4, 1], 4), ([0, 1, -1], -1),
+                                         ([0, np.iinfo(np.int32).min, 1], -2**31)],
+                         ids=["too large", "negative", "NaN cast to int"])
+def test_sparse_xent_out_of_range_label_raises_as_on_the_cpu(labels, bad):
+    kernel = get_op("sparse_softmax_xent").kernel
+    with pytest.raises(IndexOutOfRangeError, match=rf"in \[0, {X.shape[-1]}\)\. "
+                                                   rf"Received: label={bad}\.") as info:
+        kernel(X, np.array(labels, np.int32))
+    assert info.value.op == "sparse_softmax_xent"
 
 
 def test_empty_reductions_start_from_the_identity():

@@ -28,13 +28,13 @@ SCATTER_MODES = ("update", "add")
 _copy_cost = per_output_element("copy")
 
 
-def _check_indices(indices, bound, what):
+def _check_indices(indices, bound, what, op):
     if indices.size and (indices.min() < 0 or indices.max() >= bound):
         bad = indices[(indices < 0) | (indices >= bound)].reshape(-1)[0]
         raise IndexOutOfRangeError(
             f"{what} index out of range, expected 0 <= index < {bound}. Received: "
             f"index={int(bad)}. Check the indices fed to the op; TensorFlow on the CPU "
-            "rejects them too.")
+            "rejects them too.", op=op)
 
 
 # ---------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def _gather_shape(in_types, *, axis, batch_dims):
 
 
 def _gather(params, indices, *, axis, batch_dims):
-    _check_indices(indices, params.shape[axis], "Gather")
+    _check_indices(indices, params.shape[axis], "Gather", "gather")
     if batch_dims == 0:
         return np.asarray(np.take(params, indices, axis=axis))
     shape = _gather_shape([params, indices], axis=axis, batch_dims=batch_dims)[0].shape
@@ -255,17 +255,17 @@ def _gather_nd_shape(in_types, **_):
     return [TensorType(indices.shape[:-1] + params.shape[k:], params.dtype)]
 
 
-def _index_tuple(indices, shape, what):
+def _index_tuple(indices, shape, what, op):
     """The last axis of `indices` as a tuple of per-axis index arrays, checked."""
     for d in range(indices.shape[-1]):
-        _check_indices(indices[..., d], shape[d], what)
+        _check_indices(indices[..., d], shape[d], what, op)
     return tuple(np.moveaxis(indices, -1, 0))
 
 
 def _gather_nd(params, indices):
     if indices.shape[-1] == 0:
         return np.array(np.broadcast_to(params, indices.shape[:-1] + params.shape))
-    return np.asarray(params[_index_tuple(indices, params.shape, "GatherNd")])
+    return np.asarray(params[_index_tuple(indices, params.shape, "GatherNd", "gather_nd")])
 
 
 def _gather_nd_index_mask(shapes, params, coords):
@@ -336,7 +336,7 @@ def _scatter_shape(in_types, *, mode):
 
 def _scatter_nd(x, indices, updates, *, mode):
     out = np.array(x)
-    where = _index_tuple(indices, x.shape, "Scatter")
+    where = _index_tuple(indices, x.shape, "Scatter", "scatter_nd")
     if mode == "update":
         out[where] = updates
     else:
@@ -444,7 +444,7 @@ def _segment_sum(data, ids, *, num_segments):
     """Rows with a negative segment id are dropped, as in TensorFlow."""
     out = np.zeros((num_segments,) + data.shape[ids.ndim:], data.dtype)
     keep = ids >= 0
-    _check_indices(ids[keep], num_segments, "Segment")
+    _check_indices(ids[keep], num_segments, "Segment", "segment_sum")
     _add_at(out, (ids[keep],), data[keep])
     return out
 

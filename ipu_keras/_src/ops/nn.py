@@ -17,6 +17,7 @@ from ipu_keras._src.ops._common import (
     broadcast_shape, channel_axis, per_input_element, per_output_element, same_type,
 )
 from ipu_keras._src.ops.registry import FULL, Work, register_op, tf_import
+from ipu_keras.errors import IndexOutOfRangeError
 
 TF_TYPES = (
     "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "BiasAdd", "BiasAddV1",
@@ -302,19 +303,21 @@ def _softmax_xent(logits, labels):
 
 
 def _sparse_softmax_xent(logits, labels):
-    """Out-of-range labels give NaN rows (TensorFlow on the CPU raises, on the GPU NaN)."""
-    shifted, total = _shifted_exp_sum(logits)
+    """An out-of-range label raises, as TensorFlow on the CPU does (on a GPU it gives NaN
+    rows, which then train every weight into NaN)."""
     classes = logits.shape[-1]
-    valid = (labels >= 0) & (labels < classes)
-    all_valid = bool(valid.all())
-    index = labels if all_valid else np.where(valid, labels, 0)
+    if labels.size and (labels.min() < 0 or labels.max() >= classes):
+        bad = labels[(labels < 0) | (labels >= classes)].reshape(-1)[0]
+        raise IndexOutOfRangeError(
+            f"A sparse cross-entropy label expected a class index in [0, {classes}). "
+            f"Received: label={int(bad)}. Check the labels fed to the loss (their number of "
+            "classes, and no negative or NaN labels cast to integers); TensorFlow on the "
+            "CPU rejects them too.", op="sparse_softmax_xent")
+    shifted, total = _shifted_exp_sum(logits)
     rows = shifted.reshape(-1, classes)
-    picked = rows[np.arange(len(rows)), index.ravel()].reshape(np.shape(labels))
+    picked = rows[np.arange(len(rows)), labels.ravel()].reshape(np.shape(labels))
     loss = np.log(total[..., 0]) - picked
     backprop = np.exp(shifted) / total - (np.arange(classes) == labels[..., None])
-    if not all_valid:
-        loss = np.where(valid, loss, np.nan)
-        backprop = np.where(valid[..., None], backprop, np.nan)
     return loss.astype(logits.dtype, copy=False), backprop.astype(logits.dtype, copy=False)
 
 

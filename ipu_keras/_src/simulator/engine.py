@@ -39,7 +39,7 @@ import numpy as np
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
 from ipu_keras._src.device.steps import Exec, If, Source, While, Write
-from ipu_keras.errors import FloatingPointTrapError, OutOfTileMemoryError
+from ipu_keras.errors import FloatingPointTrapError, IndexOutOfRangeError, OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.ops.state import write_kernel
 from ipu_keras._src.simulator.fusion import fuse
@@ -100,6 +100,10 @@ class Engine:
             # Off, like the IPU: no float exception stops a run; on, the chosen ones trap.
             with np.errstate(**self._errstate):
                 self._blocks[0](env)
+        except IndexOutOfRangeError as e:
+            if e.op is None:
+                raise
+            raise located(e, self.executable) from None
         finally:
             self._state = self._streams = None
         return [env[s] for s in self.executable.outputs]
@@ -338,3 +342,22 @@ def _exports(executable):
                 exports[step.then_block].update(step.then_out)
                 exports[step.else_block].update(step.else_out)
     return exports
+
+
+def located(error, executable):
+    """`error` (raised by the kernel of op `error.op`) with where that op comes from: the
+    TensorFlow node and Keras layer of its steps (found after the fact, so that the run
+    loop pays nothing for it)."""
+    places = []
+    for block in executable.blocks:
+        for step, source in zip(block.steps, block.sources):
+            if isinstance(step, Exec) and step.op == error.op:
+                place = f"TensorFlow node '{source.node}'" + (
+                    f" in Keras layer '{source.layer}'" if source.layer else "")
+                if place not in places:
+                    places.append(place)
+    where = ("; ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3
+                                        else "")) if places else "an unknown node"
+    again = type(error)(f"{error} (op '{error.op}', from {where})", op=error.op)
+    again.where = places
+    return again
