@@ -7,7 +7,9 @@ documented hooks `make_train_function`, `make_test_function` and
 (possibly user-defined) `train_step`/`test_step`/`predict_step` on the device.
 With `verbose` on, `fit` adds a `DeviceTimeLogger` that prints the simulated device
 time of each epoch beside the wall time, without touching the logs. The calls that run
-the model hold its lock (`locking.py`): threads sharing a model take turns.
+the model hold its lock (`locking.py`): threads sharing a model take turns; their
+errors' tracebacks leave out the simulator's frames, as Keras' leave out its own
+(`tracebacks.py`).
 """
 import inspect
 
@@ -18,6 +20,7 @@ from ipu_keras._src.keras.callbacks import StepReplay
 from ipu_keras._src.keras.device_function import DeviceFunction
 from ipu_keras._src.keras.device_time import with_device_time
 from ipu_keras._src.keras.locking import model_lock
+from ipu_keras._src.keras.tracebacks import filtered
 from ipu_keras._src.runtime import infeed_dataset
 from ipu_keras.errors import FeedError
 
@@ -47,6 +50,7 @@ class IPUTrainerMixin:
             self.predict_function = DeviceFunction(self, "predict")
         return self.predict_function
 
+    @filtered
     def fit(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.fit, args, kwargs)
         with model_lock(self):
@@ -56,11 +60,13 @@ class IPUTrainerMixin:
             with replication.batches_per_execution(self):
                 return super().fit(**arguments)
 
+    @filtered
     def evaluate(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.evaluate, args, kwargs)
         with model_lock(self), replication.batches_per_execution(self):
             return super().evaluate(**arguments)
 
+    @filtered
     def predict(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.predict, args, kwargs)
         with model_lock(self), replication.batches_per_execution(self):
@@ -75,14 +81,17 @@ class IPUTrainerMixin:
                     "empty array or dataset). Check the input's length or the dataset's "
                     "filters.") from None
 
+    @filtered
     def train_on_batch(self, *args, **kwargs):
         with model_lock(self):
             return super().train_on_batch(*args, **kwargs)
 
+    @filtered
     def test_on_batch(self, *args, **kwargs):
         with model_lock(self):
             return super().test_on_batch(*args, **kwargs)
 
+    @filtered
     def predict_on_batch(self, *args, **kwargs):
         with model_lock(self):
             return super().predict_on_batch(*args, **kwargs)
