@@ -70,6 +70,12 @@ class ConfigurationError(IPUError, ValueError):
     """An IPUConfig option has a value of the wrong type or out of range."""
 
 
+class FlagsError(ConfigurationError):
+    """`TF_POPLAR_FLAGS` or `POPLAR_ENGINE_OPTIONS` is malformed: an unbalanced quote, a
+    word that is not a flag, a flag without its value, text that is not a JSON object, or
+    an option value of the wrong kind. (An unknown flag or option only warns.)"""
+
+
 class CompilationError(IPUError, RuntimeError):
     """The compiler found a graph it cannot turn into an executable."""
 

@@ -22,7 +22,7 @@ import os
 import re
 import threading
 
-from ipu_keras._src.compiler.passes.memory import engine_options
+from ipu_keras._src.flags import engine_options, flag_as_bool
 from ipu_keras._src.reports import document, html, plots
 
 logger = logging.getLogger("ipu_keras")
@@ -51,7 +51,7 @@ def reports_directory(environ=None):
     if _settings["directory"] is not None:
         return _settings["directory"]
     options = engine_options(environ)
-    if str(options.get("autoReport.all", "false")).strip().lower() not in ("true", "1"):
+    if not flag_as_bool(options.get("autoReport.all", False)):
         return None
     return str(options.get("autoReport.directory", "."))
 

@@ -17,13 +17,12 @@ around it. The peak over the program, per tile, is what the tile must hold at wo
 All code and state sizes are estimates, documented next to their constants.
 """
 import dataclasses
-import json
-import os
 
 import numpy as np
 
 from ipu_keras._src.compiler.passes import traffic
-from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError
+from ipu_keras._src.flags import engine_options, flag_as_bool
+from ipu_keras.errors import OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
 
 VERTEX_CODE_BYTES = {"vector": 600, "transcendental": 1200, "reduce": 800, "copy": 400,
@@ -46,7 +45,6 @@ CODE_CATEGORIES = ("vertex_code", "vertex_state", "control_code", "exchange_code
 ALWAYS_LIVE = ("variables", "constants", "stream_buffers") + CODE_CATEGORIES
 CATEGORIES = ALWAYS_LIVE + ("temporaries",)
 
-ENGINE_OPTIONS_VAR = "POPLAR_ENGINE_OPTIONS"
 
 
 @dataclasses.dataclass
@@ -235,27 +233,9 @@ def plan_memory(graph, tile_map, compile_ipu_code=True):
     return MemoryPlan(always, categories["temporaries"], categories, trace, loop_trace)
 
 
-def engine_options(environ=None):
-    """The JSON object in `POPLAR_ENGINE_OPTIONS` ({} if unset)."""
-    environ = os.environ if environ is None else environ
-    text = environ.get(ENGINE_OPTIONS_VAR, "").strip()
-    if not text:
-        return {}
-    try:
-        options = json.loads(text)
-    except ValueError:
-        options = None
-    if not isinstance(options, dict):
-        raise ConfigurationError(
-            f"{ENGINE_OPTIONS_VAR} expected a JSON object such as "
-            f"'{{\"debug.allowOutOfMemory\": \"true\"}}'. Received: {ENGINE_OPTIONS_VAR}={text!r}")
-    return options
-
-
 def allow_out_of_memory(environ=None):
     """Whether `POPLAR_ENGINE_OPTIONS` sets `debug.allowOutOfMemory` to true."""
-    value = engine_options(environ).get("debug.allowOutOfMemory", False)
-    return value is True or str(value).strip().lower() in ("true", "1", "yes")
+    return flag_as_bool(engine_options(environ).get("debug.allowOutOfMemory", False))
 
 
 def check_memory(plan, graph, tile_map, target, allow=False):
