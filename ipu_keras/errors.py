@@ -101,7 +101,8 @@ class OutputExistsError(IPUError, FileExistsError):
 
 class OutputWriteError(IPUError, OSError):
     """An output file or directory cannot be written (no permission, no space, not a
-    directory)."""
+    directory): `ipu_saved_model_cli`'s outputs, the report directory, the tensor map
+    file."""
 
 
 class ConversionConfigError(IPUError, ValueError):

@@ -8,7 +8,7 @@ import pytest
 from ipu_keras import config, profiling
 from ipu_keras._src.driver.compile import compile_for_ipu
 from ipu_keras._src.cli import main
-from ipu_keras.errors import OutOfTileMemoryError
+from ipu_keras.errors import OutOfTileMemoryError, OutputWriteError
 from ipu_keras._src.reports import summary, writer
 from ipu_keras._src.simulator import Engine
 from tests.graphs import ListStreams, counting_loop, dense_step
@@ -147,3 +147,59 @@ def test_cli_report_refuses_a_directory_without_reports(tmp_path):
     with pytest.raises(SystemExit) as error:
         main(["report", str(tmp_path)])
     assert error.value.code == 2
+
+
+# -- issue 30, item 7: an unwritable report or tensor map path is a designed error ----------
+def _no_compile(monkeypatch):
+    from ipu_keras._src.driver import compile as driver
+
+    monkeypatch.setattr(driver, "compile_graph", None)   # the check comes before any work
+    return driver.compile_for_ipu
+
+
+def test_an_unwritable_report_directory_is_refused_before_the_compile(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    directory = str(tmp_path / "file" / "reports")
+    monkeypatch.setenv("POPLAR_ENGINE_OPTIONS", json.dumps(
+        {"autoReport.all": "true", "autoReport.directory": directory}))
+    with pytest.raises(OutputWriteError) as raised:
+        _no_compile(monkeypatch)(dense_step(), _cfg(), "dense")
+    message = str(raised.value)
+    assert "The IPU report directory cannot be written" in message
+    assert f"Received: autoReport.directory={directory!r}" in message
+    assert "NotADirectoryError" in message and "writable directory" in message
+
+
+@pytest.mark.parametrize("directory", ["", "{tmp}/file/reports"])
+def test_enable_reports_refuses_an_unwritable_directory_at_once(tmp_path, directory):
+    (tmp_path / "file").write_text("")
+    directory = directory.format(tmp=tmp_path)
+    with pytest.raises(OutputWriteError, match=rf"Received: directory={directory!r}"):
+        profiling.enable_reports(directory)
+    assert writer.reports_directory({}) is None
+
+
+@pytest.mark.parametrize("where", ["under a file", "a directory"])
+def test_an_unwritable_tensor_map_file_is_refused_before_the_compile(tmp_path, monkeypatch,
+                                                                     where):
+    (tmp_path / "file").write_text("")
+    target = tmp_path / "file" / "map.json" if where == "under a file" else tmp_path
+    monkeypatch.setenv("TF_POPLAR_FLAGS", f"--tensor_map_file_path={target}")
+    with pytest.raises(OutputWriteError, match=r"The tensor map file cannot be written.*"
+                       rf"Received: tensor_map_file_path='{target}'"):
+        _no_compile(monkeypatch)(dense_step(), _cfg(), "dense")
+
+
+def test_a_report_that_cannot_be_written_after_the_compile_is_a_designed_error(tmp_path):
+    profiling.enable_reports(tmp_path / "r")
+    exe = compile_for_ipu(counting_loop()[0], _cfg(), "loop")
+    path = _report_dir(tmp_path / "r")
+    for name in os.listdir(path):
+        os.remove(os.path.join(path, name))
+    os.rmdir(path)
+    open(path, "w").close()   # the entry's directory became a file
+    _run_loop(exe)
+    with pytest.raises(OutputWriteError, match="The IPU report directory cannot be written"):
+        profiling.write_report()
+    os.remove(path)
+    os.makedirs(path)   # lets the exit hook write it

@@ -66,6 +66,7 @@ def compile_for_ipu(graph, cfg=None, name=""):
     directory = cache_directory(cfg)
     report_dir = reports.reports_directory()
     map_file = flags.get_flag("tensor_map_file_path", "")
+    reports.check_outputs(report_dir, map_file)
     key = None
     if directory or report_dir or map_file:
         key = cache.cache_key(graph, target.to_dict(), options)

@@ -14,8 +14,13 @@ to the engine's block counts (`note_execution`, called by `profile.record`), and
 `write_report()` (also `profiling.write_report()`) and an `atexit` hook rewrite
 `report.json`, `cycles.png`, `trace.png` and `report.html` of the executables that
 ran since their files were last written.
+
+A report directory or tensor map file that cannot be written raises `OutputWriteError`
+naming the option that chose it; `check_outputs` makes both before a compile starts, and
+`enable_reports` makes its directory at once.
 """
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -24,6 +29,7 @@ import threading
 
 from ipu_keras._src.flags import engine_options, flag_as_bool
 from ipu_keras._src.reports import document, html, plots
+from ipu_keras.errors import OutputWriteError
 
 logger = logging.getLogger("ipu_keras")
 
@@ -37,8 +43,15 @@ _atexit = []
 
 
 def enable_reports(directory):
-    """Writes a report for every executable compiled from now on into `directory`."""
-    _settings["directory"] = os.fspath(directory)
+    """Writes a report for every executable compiled from now on into `directory`.
+
+    Raises:
+        OutputWriteError: if `directory` cannot be created (it is made now).
+    """
+    directory = os.fspath(directory)
+    with _writing("IPU report directory", "directory", directory):
+        os.makedirs(directory, exist_ok=True)
+    _settings["directory"] = directory
 
 
 def disable_reports():
@@ -56,6 +69,52 @@ def reports_directory(environ=None):
     return str(options.get("autoReport.directory", "."))
 
 
+def _directory_option():
+    return "directory" if _settings["directory"] is not None else "autoReport.directory"
+
+
+_FIXES = {
+    "IPU report directory": "Give a writable directory (POPLAR_ENGINE_OPTIONS' "
+                            "autoReport.directory or profiling.enable_reports), or turn "
+                            "reports off.",
+    "tensor map file": "Give a file path in a writable directory "
+                       "(TF_POPLAR_FLAGS=--tensor_map_file_path=PATH), or drop the flag.",
+}
+
+
+@contextlib.contextmanager
+def _writing(what, option, path):
+    """Turns an OSError while writing `what` into an OutputWriteError naming `option`."""
+    try:
+        yield
+    except OSError as e:
+        expected = ("a directory that can be created and written" if "directory" in what
+                    else "a file that can be created and written")
+        raise OutputWriteError(
+            f"The {what} cannot be written: expected {expected}. Received: "
+            f"{option}={path!r} ({type(e).__name__}: {e}). {_FIXES[what]}") from e
+
+
+def check_outputs(directory, map_file):
+    """Makes the report directory and the tensor map file's directory before a compile.
+
+    Args:
+        directory: The report directory, or None / "" when reports are off.
+        map_file: The tensor map file, or "" when none is written.
+
+    Raises:
+        OutputWriteError: if either cannot be written.
+    """
+    if directory:
+        with _writing("IPU report directory", _directory_option(), directory):
+            os.makedirs(directory, exist_ok=True)
+    if map_file:
+        with _writing("tensor map file", "tensor_map_file_path", map_file):
+            os.makedirs(os.path.dirname(os.path.abspath(map_file)), exist_ok=True)
+            if os.path.isdir(map_file):
+                raise IsADirectoryError(21, "Is a directory", map_file)
+
+
 def entry_name(name, key):
     """The report sub-directory of an executable: its name and a key prefix."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name or "").strip("_.")
@@ -66,17 +125,19 @@ def entry_name(name, key):
 def write_compiled(executable, directory, name, key):
     """Writes the compile-time report of `executable`; returns its directory."""
     path = os.path.join(directory, entry_name(name, key))
-    os.makedirs(path, exist_ok=True)
+    with _writing("IPU report directory", _directory_option(), directory):
+        os.makedirs(path, exist_ok=True)
     with _lock:
         _registered[id(executable)] = [executable, path, name, key]
         _last_counts.pop(id(executable), None)
         _written_counts.pop(id(executable), None)
         if not _atexit:
             _atexit.append(atexit.register(_write_at_exit))
-    if os.path.exists(os.path.join(path, "trace.png")):
-        os.remove(os.path.join(path, "trace.png"))  # of an earlier run of the same entry
     report = document.build(executable, name, key)
-    _write_files(path, report, plots.STATIC_PLOTS)
+    with _writing("IPU report directory", _directory_option(), directory):
+        if os.path.exists(os.path.join(path, "trace.png")):
+            os.remove(os.path.join(path, "trace.png"))  # of an earlier run of the same entry
+        _write_files(path, report, plots.STATIC_PLOTS)
     logger.info("Wrote the report of '%s' to %s.", name or "graph", path)
     return path
 
@@ -99,8 +160,9 @@ def write_report():
     written = []
     for k, (executable, path, name, key), counts in pending:
         report = document.build(executable, name, key, counts)
-        _write_files(path, report, {"cycles.png": plots.cycles_plot,
-                                    "trace.png": plots.trace_plot})
+        with _writing("IPU report directory", _directory_option(), os.path.dirname(path)):
+            _write_files(path, report, {"cycles.png": plots.cycles_plot,
+                                        "trace.png": plots.trace_plot})
         _written_counts[k] = counts
         written.append(path)
     return written
@@ -145,9 +207,10 @@ def write_tensor_map_file(path, executable, name, key):
                                       "target": executable.target["name"],
                                       "tensors": document.tensor_rows(executable)}
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    _atomic_write(os.fspath(path), json.dumps({"executables": entries}, indent=1).encode())
+    with _writing("tensor map file", "tensor_map_file_path", os.fspath(path)):
+        os.makedirs(directory, exist_ok=True)
+        _atomic_write(os.fspath(path), json.dumps({"executables": entries}, indent=1).encode())
 
 
-__all__ = ["disable_reports", "enable_reports", "entry_name", "note_execution",
+__all__ = ["check_outputs", "disable_reports", "enable_reports", "entry_name", "note_execution",
            "reports_directory", "write_compiled", "write_report", "write_tensor_map_file"]
