@@ -10,10 +10,16 @@ progress bar (`--show_progress_bar`, `_progress.py`), the reports
 `ipu_keras/_src/reports/`) and the tensor map file (`--tensor_map_file_path`). The
 compiler itself (`compiler/pipeline.py`) knows none of these.
 
+A process launched as one instance of a distributed run (`ipu-keras run`, which sets
+`IPU_KERAS_NUM_REPLICAS`) is warned once when its device runs another number of replicas
+than its share: the script forgot `ipu_keras.distributed.set_ipu_config`.
+
 When reports are on, the graph is compiled with out-of-memory deferred so that a
 report of a model that does not fit is still written; the error is raised after.
 """
 import logging
+import os
+import warnings
 
 from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src import flags
@@ -23,6 +29,7 @@ from ipu_keras._src.driver.progress import CompileProgress
 from ipu_keras._src.compiler import cache
 from ipu_keras._src.compiler.passes.memory import allow_out_of_memory
 from ipu_keras._src.compiler.pipeline import compile_graph
+from ipu_keras._src.runtime import process_group
 from ipu_keras.errors import ExecutableFormatError, OutOfTileMemoryError
 
 logger = logging.getLogger("ipu_keras")
@@ -78,6 +85,7 @@ def compile_for_ipu(graph, cfg=None, name=""):
             _store(directory, key, executable)
     executable.info["cache"] = {"status": status, "key": key}
     _say_replicas(target.num_ipus, executable.target["num_ipus"])
+    _check_instance_replicas(target.num_ipus, executable.target["num_ipus"])
     if report_dir:
         reports.write_compiled(executable, report_dir, name, key)
     if map_file and map_file is not True:
@@ -109,6 +117,32 @@ def _say_replicas(device_ipus, replica_ipus):
             "The device has %d IPUs and the graph uses %d (its shards): %d replicas of it "
             "run, each on its own share of the infeeds.", device_ipus, replica_ipus,
             replicas)
+
+
+_SAID_INSTANCE = []
+
+
+def _check_instance_replicas(device_ipus, replica_ipus):
+    """Warns once if a launched instance runs other than its share of the replicas."""
+    if _SAID_INSTANCE or process_group.NUM_REPLICAS_ENV not in os.environ:
+        return
+    group = process_group.init()
+    replicas = device_ipus // replica_ipus
+    if replicas == group.local_replicas:
+        return
+    _SAID_INSTANCE.append(replicas)
+    plural = "s" if replicas != 1 else ""
+    warnings.warn(
+        f"This process is instance {group.rank} of {group.size} of a distributed run of "
+        f"{group.total_replicas} replicas ({process_group.NUM_REPLICAS_ENV}="
+        f"{group.total_replicas}), so it was expected to run {group.local_replicas} replicas, "
+        f"but its IPUConfig gives it {device_ipus} IPU(s), which runs {replicas} replica{plural}"
+        f" of this {replica_ipus}-IPU graph. Received: device_ipus={device_ipus}, "
+        f"local_replicas={group.local_replicas}. Call "
+        f"`ipu_keras.distributed.set_ipu_config(config, ipus_per_replica={replica_ipus})` "
+        "(PopDist's `popdist.tensorflow.set_ipu_config`) before "
+        "`config.configure_ipu_system()`; as it is, the run trains on "
+        f"{replicas * group.size} replicas, not {group.total_replicas}.", stacklevel=3)
 
 
 def _raise_deferred_oom(executable, options):
