@@ -77,6 +77,10 @@ def test_set_ipu_config_is_quiet(launch, instances):
         driver.compile_for_ipu(dense_step(), cfg, "dense")
 
 
+def test_the_driver_reads_the_launcher_variable():
+    assert driver.NUM_REPLICAS_ENV == process_group.NUM_REPLICAS_ENV
+
+
 def test_a_process_not_launched_is_quiet(monkeypatch):
     monkeypatch.delenv(process_group.NUM_REPLICAS_ENV, raising=False)
     monkeypatch.setattr(driver, "_SAID_INSTANCE", [])

@@ -29,7 +29,6 @@ from ipu_keras._src.driver.progress import CompileProgress
 from ipu_keras._src.compiler import cache
 from ipu_keras._src.compiler.passes.memory import allow_out_of_memory
 from ipu_keras._src.compiler.pipeline import compile_graph
-from ipu_keras._src.runtime import process_group
 from ipu_keras.errors import ExecutableFormatError, OutOfTileMemoryError
 
 logger = logging.getLogger("ipu_keras")
@@ -120,12 +119,17 @@ def _say_replicas(device_ipus, replica_ipus):
 
 
 _SAID_INSTANCE = []
+NUM_REPLICAS_ENV = "IPU_KERAS_NUM_REPLICAS"
+"""`process_group.NUM_REPLICAS_ENV`, read here without importing the runtime (and with it
+TensorFlow) in a process that was not launched as an instance."""
 
 
 def _check_instance_replicas(device_ipus, replica_ipus):
     """Warns once if a launched instance runs other than its share of the replicas."""
-    if _SAID_INSTANCE or process_group.NUM_REPLICAS_ENV not in os.environ:
+    if _SAID_INSTANCE or NUM_REPLICAS_ENV not in os.environ:
         return
+    from ipu_keras._src.runtime import process_group
+
     group = process_group.init()
     replicas = device_ipus // replica_ipus
     if replicas == group.local_replicas:
