@@ -25,15 +25,20 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
+import stat
 import zipfile
 
 import numpy as np
 
+from ipu_keras._src.device.checks import check_program
 from ipu_keras._src.device.steps import CYCLE_KINDS, Malformed, blocks_from_data
 from ipu_keras.errors import ExecutableFormatError
 
 FORMAT_VERSION = 2
+_MAX_DEPTH = 64
+"""How deep params and info may nest (the compiler writes a few levels)."""
 _MEMBERS = ("executable.json", "constants.npz", "checksum")
 _HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
                    (2, 0): np.lib.format.read_array_header_2_0}
@@ -55,14 +60,19 @@ class Executable:
     memory: dict
     info: dict = dataclasses.field(default_factory=dict)
 
-    def save(self, path):
+    def save(self, path, binding=None):
+        """Writes the executable to `path`; `binding` (JSON data, e.g. the executable
+        cache's key and graph fingerprint) is recorded for `load` to check."""
         # Its fields as they are: `_encode` builds new containers, so `dataclasses.asdict`'s
         # deep copy of every step and param (0.18 s for ResNet-50's train step) is not needed.
         encode, constants = _encoder()
         payload = {field.name: encode(getattr(self, field.name))
                    for field in dataclasses.fields(self) if field.name != "blocks"}
         payload["blocks"] = [block.to_data(encode) for block in self.blocks]
-        body = json.dumps({"format": FORMAT_VERSION, "executable": payload}).encode()
+        document = {"format": FORMAT_VERSION, "executable": payload}
+        if binding is not None:
+            document["binding"] = binding
+        body = json.dumps(document).encode()
         buffer = io.BytesIO()
         np.savez(buffer, **constants)
         arrays = buffer.getvalue()
@@ -73,7 +83,15 @@ class Executable:
             archive.writestr("checksum", digest)
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, binding=None):
+        """The executable saved at `path`; with `binding`, only if it was saved with it.
+
+        Raises:
+            ExecutableFormatError: for a file that is not a regular file, is truncated,
+                altered, of another format, not bound to `binding`, or a program that is
+                not well formed (module docstring).
+            FileNotFoundError: if there is no file at `path`.
+        """
         body, arrays, digest = _read_members(path)
         if hashlib.sha256(body + arrays).hexdigest() != digest:
             raise ExecutableFormatError(
@@ -86,11 +104,15 @@ class Executable:
         if document.get("format") != FORMAT_VERSION:
             raise ExecutableFormatError(
                 f"Executable format {FORMAT_VERSION} expected. Received: "
-                f"format={document.get('format')!r}."
+                f"format={document.get('format')!r:.80} in '{path}'. Recompile it."
             )
+        if binding is not None and document.get("binding") != binding:
+            _unbound(path, binding, document.get("binding"))
         try:
             decode = _decoder(_read_constants(path, arrays))
-            return cls(**_checked_fields(document.get("executable"), decode))
+            fields = _checked_fields(document.get("executable"), decode)
+            check_program(fields)
+            return cls(**fields)
         except Malformed as e:
             _refuse(path, *e.args)
 
@@ -139,6 +161,17 @@ def _checked_fields(data, decode):
     return fields
 
 
+def _unbound(path, binding, received):
+    if isinstance(binding, dict) and isinstance(received, dict):
+        received = ", ".join(f"{k}={received.get(k)!r:.80}" for k in binding)
+    raise ExecutableFormatError(
+        f"The file '{path}' is not the executable asked for: expected one bound to "
+        + ", ".join(f"{k}={v!r}" for k, v in dict(binding).items())
+        + f". Received: {received!r:.300}. It was compiled from another graph or with other "
+        "options, or copied or renamed. Recompile it."
+    )
+
+
 def _refuse(path, what, received):
     raise ExecutableFormatError(
         f"The file '{path}' is not a well-formed ipu_keras executable: expected {what}. "
@@ -165,13 +198,25 @@ def _checked_members(path, archive, limit, expected=None, pattern=None):
     return members
 
 
+def _open_regular(path):
+    """A binary file object of `path`, opened without blocking (a FIFO would wait for a
+    writer) and refused unless it is a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        _refuse(path, "a regular file", f"file type {stat.filemode(os.stat(path).st_mode)}")
+    return os.fdopen(fd, "rb")
+
+
 def _read_members(path):
     try:
-        with zipfile.ZipFile(path) as archive:
+        with _open_regular(path) as file, zipfile.ZipFile(file) as archive:
             limit = archive.fp.seek(0, io.SEEK_END)
             _checked_members(path, archive, limit, expected=_MEMBERS)
             return (archive.read("executable.json"), archive.read("constants.npz"),
                     archive.read("checksum").decode())
+    except FileNotFoundError:
+        raise
     except (zipfile.BadZipFile, KeyError, OSError, EOFError, UnicodeDecodeError) as e:
         raise ExecutableFormatError(
             f"The file '{path}' is not a complete ipu_keras executable, expected a zip "
@@ -241,7 +286,10 @@ def _encoder():
 
 def _decoder(constants):
     """The inverse of `_encoder`'s `encode`, given the loaded `constants`."""
-    def dec(x):
+    def dec(x, depth=0):
+        if depth > _MAX_DEPTH and isinstance(x, (dict, list)):
+            raise Malformed(f"data nested at most {_MAX_DEPTH} deep", "deeper")
+        depth += 1
         if isinstance(x, dict):
             if "$array" in x:
                 if not isinstance(x["$array"], str) or x["$array"] not in constants:
@@ -252,10 +300,10 @@ def _decoder(constants):
             if "$tuple" in x:
                 if not isinstance(x["$tuple"], list):
                     raise Malformed("a list under $tuple", f"{x['$tuple']!r:.80}")
-                return tuple(dec(v) for v in x["$tuple"])
-            return {k: dec(v) for k, v in x.items()}
+                return tuple(dec(v, depth) for v in x["$tuple"])
+            return {k: dec(v, depth) for k, v in x.items()}
         if isinstance(x, list):
-            return [dec(v) for v in x]
+            return [dec(v, depth) for v in x]
         return x
 
     return dec

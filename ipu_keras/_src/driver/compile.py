@@ -4,7 +4,9 @@ Both callers (`_executor.py` for `ipu_compiler.compile` and `IPUStrategy.run`, a
 `keras/program.py` for Keras steps) come through here. It owns what surrounds the
 compiler: reading the active `IPUConfig` (target, planner options, code size),
 the executable cache (`IPUConfig.executable_cache_path`, else
-`TF_POPLAR_FLAGS=--executable_cache_path`; files by `compiler/cache.py`), the
+`TF_POPLAR_FLAGS=--executable_cache_path`, its size limit
+`--executable_cache_max_size`; files by `compiler/cache.py`: an entry that cannot be
+used is recompiled and replaced, with one warning per entry and reason), the
 progress bar (`--show_progress_bar`, `_progress.py`), the reports
 (`POPLAR_ENGINE_OPTIONS` autoReport or `profiling.enable_reports`, written by
 `ipu_keras/_src/reports/`) and the tensor map file (`--tensor_map_file_path`). The
@@ -70,18 +72,20 @@ def compile_for_ipu(graph, cfg=None, name=""):
     target = cfg.target()
     options = compile_options(cfg)
     directory = cache_directory(cfg)
+    max_size = cache_max_size() if directory else None
     report_dir = reports.reports_directory()
     map_file = flags.get_flag("tensor_map_file_path", "")
     reports.check_outputs(report_dir, map_file)
-    key = None
+    key = bound = None
     if directory or report_dir or map_file:
-        key = cache.cache_key(graph, target.to_dict(), options)
-    executable = _cached(directory, key, name) if directory else None
+        bound = cache.binding(graph, target.to_dict(), options)
+        key = bound["key"]
+    executable = _cached(directory, bound, name) if directory else None
     status = "hit" if executable is not None else ("miss" if directory else "off")
     if executable is None:
         executable = _compile(graph, target, options, name, defer_oom=bool(report_dir))
         if directory:
-            _store(directory, key, executable)
+            _store(directory, bound, executable, max_size)
     executable.info["cache"] = {"status": status, "key": key}
     _say_replicas(target.num_ipus, executable.target["num_ipus"])
     _check_instance_replicas(target.num_ipus, executable.target["num_ipus"])
@@ -155,30 +159,48 @@ def _raise_deferred_oom(executable, options):
         raise OutOfTileMemoryError(**error)
 
 
-def _cached(directory, key, name):
+def cache_max_size():
+    """The size limit of the executable cache in bytes (`--executable_cache_max_size`,
+    else `cache.DEFAULT_MAX_SIZE`; 0: no limit).
+
+    Raises:
+        ConfigurationError: if the flag's value is not a size.
+    """
+    value = flags.get_flag("executable_cache_max_size")
+    return cache.DEFAULT_MAX_SIZE if value is None else cache.parse_size(value)
+
+
+_REFUSED = set()
+"""(entry, reason) of the refused cache entries already warned about."""
+
+
+def _cached(directory, bound, name):
+    path = cache.entry_path(directory, bound["key"])
     try:
-        executable = cache.load(directory, key)
+        executable = cache.load(directory, bound)
     except ExecutableFormatError as e:
-        logger.warning("The executable cache entry %s of '%s' is damaged (%s); it is being "
-                       "recompiled and replaced.", cache.entry_path(directory, key),
-                       name or "graph", e)
+        say = logger.debug if (path, str(e)) in _REFUSED else logger.warning
+        _REFUSED.add((path, str(e)))
+        say("The executable cache entry %s of '%s' cannot be used (damaged, altered or "
+            "not compiled for this graph: %s); it is being recompiled and replaced.",
+            path, name or "graph", e)
         return None
     if executable is not None:
-        logger.info("Loaded executable from cache %s for '%s'.",
-                    cache.entry_path(directory, key), name or "graph")
+        logger.info("Loaded executable from cache %s for '%s'.", path, name or "graph")
     return executable
 
 
-def _store(directory, key, executable):
+def _store(directory, bound, executable, max_size):
     try:
-        path = cache.store(directory, key, executable)
+        path = cache.store(directory, bound, executable)
+        removed = cache.sweep(directory, max_size)
     except OSError as e:
         logger.warning("Could not write the executable cache entry in '%s': %s. The "
                        "executable was compiled and is used, but it is not cached; expected a "
                        "writable directory with free space. Received: executable_cache_path=%r",
                        directory, e, directory)
         return
-    logger.debug("Stored executable in cache %s.", path)
+    logger.debug("Stored executable in cache %s; removed %s.", path, removed or "nothing")
 
 
-__all__ = ["cache_directory", "compile_for_ipu", "compile_options"]
+__all__ = ["cache_directory", "cache_max_size", "compile_for_ipu", "compile_options"]
