@@ -41,6 +41,8 @@ setup(
         "threadpoolctl>=3",
         # Draws the PNG plots of profile reports (imported only when a report is written).
         "matplotlib",
+        # The executable cache's lock while it evicts entries (compiler/cache.py).
+        "filelock>=3.12",
     ],
     extras_require={
         # Replicas across processes (ipu_keras.distributed, `ipu-keras run`): MPI for

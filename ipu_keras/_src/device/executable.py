@@ -19,6 +19,14 @@ is refused with `ExecutableFormatError` as well, and so is a file of another
 version, so such an entry is recompiled). Block 0 is the main program; a block's
 sub-blocks have larger indices. `constants` lists [slot, array] pairs the engine presets
 before running.
+
+A file may carry a `binding` (JSON data: the executable cache's key and graph
+fingerprint); `load(path, binding)` refuses a file not saved with that binding. Once the
+records are rebuilt, `checks.py` checks what they mean (registered ops whose kernels take
+their operands and params, slots written before they are read, a well-formed target and
+interface), and params and info nested deeper than `_MAX_DEPTH` are refused, so that a
+file that loads is one the engine can run. A path that is not a regular file (a FIFO, a
+directory) is refused without being read.
 """
 import dataclasses
 import hashlib
