@@ -20,6 +20,10 @@ def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
         (each run executes the compiled function), or an operation when `computation`
         returns only operations.
     """
+    if not callable(computation):
+        raise TypeError(
+            f"ipu_compiler.compile expected a callable computation (a Python function or "
+            f"tf.function). Received: computation={computation!r}.")
     if in_graph_mode():
         return cluster.compile_in_graph(computation, list(inputs or ()))
     result = _executor.run(computation, tuple(inputs or ()), {})

@@ -31,6 +31,11 @@ class IPUInfeedQueue:
     def __init__(self, *args, **kwargs):
         arguments = _SIGNATURE.bind((self,) + args, kwargs)
         dataset, prefetch_depth = arguments["dataset"], arguments["prefetch_depth"]
+        if not isinstance(dataset, tf.data.Dataset):
+            raise FeedError(
+                f"IPUInfeedQueue expected a tf.data.Dataset. Received: dataset of type "
+                f"{type(dataset).__name__}. Wrap the data with "
+                "tf.data.Dataset.from_tensor_slices(...).batch(n, drop_remainder=True).")
         for spec in tf.nest.flatten(dataset.element_spec):
             if not spec.shape.is_fully_defined():
                 raise FeedError(

@@ -41,15 +41,19 @@ def _power_of_two(value):
 
 def _check(initial, frequency, increase, maximum, threshold):
     if frequency <= 0:
-        raise AddonsArgumentError("update_frequency must be nonzero and positive")
+        raise AddonsArgumentError("update_frequency must be nonzero and positive. "
+                                  f"Received: update_frequency={frequency!r}")
     for name, value in (("increase_factor", increase),
                         ("initial_loss_scaling_factor", initial),
                         ("max_loss_scaling_factor", maximum)):
         if not _power_of_two(value):
-            raise AddonsArgumentError(f"{name} must be a power of two")
+            raise AddonsArgumentError(f"{name} must be a power of two. Received: "
+                                      f"{name}={value!r}")
     if initial >= maximum:
         raise AddonsArgumentError(
-            "initial_loss_scaling_factor must be less than max_loss_scaling_factor")
+            "initial_loss_scaling_factor must be less than max_loss_scaling_factor. "
+            f"Received: initial_loss_scaling_factor={initial!r}, "
+            f"max_loss_scaling_factor={maximum!r}")
     if initial * increase >= maximum:
         raise AddonsArgumentError("initial_loss_scaling_factor x increase_factor must be "
                                   "less than max_loss_scaling_factor")

@@ -3,9 +3,12 @@
 Keras filters its own and TensorFlow's frames out of the traceback of an error raised in
 `fit`, `evaluate` or `predict` (`keras.config.enable_traceback_filtering`, on by default).
 An `ipu_keras` model's error passes through the trainer, the program and the tracer as
-well; `filtered(method)` drops those frames (and the wrappers around them) the same way, with the
-contextless chaining Keras uses, so that a wrong input shape reads as it does in Keras. The error itself, its
-type and message, is unchanged. With filtering off the traceback is whole.
+well. `filtered(method)` drops those frames, and the wrappers around them, the same way,
+with the contextless chaining Keras uses; and for an error raised while TensorFlow traces
+the step, it drops them from the "in user code" listing autograph puts in the message
+too. A wrong input shape then reads as in Keras (25 lines against Keras' 16: the rest is
+that listing, which Keras shows too when its own traced step fails). The error's type
+and the user's frames are kept. With filtering off the traceback is whole.
 """
 import contextlib
 import functools
@@ -30,9 +33,27 @@ def filtered(method):
         except Exception as e:  # noqa: BLE001 - re-raised as it is, with fewer frames
             if not keras.config.is_traceback_filtering_enabled():
                 raise
+            e = _listing_without_machinery(e)
             raise e.with_traceback(_without_machinery(e.__traceback__)) from None
 
     return call
+
+
+def _listing_without_machinery(error):
+    """`error`, or the same error made again without our frames in its "in user code"
+    listing: an error raised while TensorFlow traces the step carries autograph's
+    metadata, whose stack of the user's frames passes through the tracer's wrappers."""
+    metadata = getattr(error, "ag_error_metadata", None)
+    stack = getattr(metadata, "translated_stack", None)
+    if not stack or not any(_ours(frame.filename) for frame in stack):
+        return error
+    metadata.translated_stack = [frame for frame in stack if not _ours(frame.filename)]
+    try:
+        again = metadata.to_exception(error)
+    except Exception:  # noqa: BLE001 - a type autograph cannot make again: keep the error
+        again = None
+    metadata.translated_stack = stack
+    return error if again is None else again
 
 
 def _ours(filename):
