@@ -23,6 +23,7 @@ import tensorflow as tf
 
 import ipu_keras as ipu
 from ipu_keras import errors
+from ipu_keras._src.conformance import tolerances as T
 from ipu_keras_addons.saved_model_tool import cli as saved_model_cli
 
 CLASSES = 3
@@ -128,8 +129,7 @@ def test_input_keras_accepts_gives_keras_result(call):
     if isinstance(want, dict):
         assert got == want
         return
-    np.testing.assert_allclose(np.asarray(got, dtype=np.float64),
-                               np.asarray(want, dtype=np.float64), rtol=1e-5, atol=1e-6)
+    T.FLOAT32.assert_close(np.asarray(got, np.float32), np.asarray(want, np.float32))
 
 
 # -- the low-level API: (id, call(), error class, text, state(): unchanged) -----------------

@@ -56,17 +56,23 @@ class Step:
         return [self.kind] + [_TO_DATA[k](v, encode) for k, v in zip(self.layout, values)]
 
 
+class KernelStep(Step):
+    """A step that reads its `ins` and writes its `outs` (kernels, collectives, and the
+    engine's own pairs and siblings)."""
+
+    __slots__ = ()
+    reads = property(lambda self: self.ins)
+    writes = property(lambda self: self.outs)
+
+
 @_record
-class Exec(Step):
+class Exec(KernelStep):
     kind: ClassVar[str] = "exec"
     layout: ClassVar[tuple] = ("name", "slots", "slots", "params")
     op: str
     ins: tuple
     outs: tuple
     params: dict
-
-    reads = property(lambda self: self.ins)
-    writes = property(lambda self: self.outs)
 
 
 @_record
@@ -111,16 +117,13 @@ class Outfeed(Step):
 
 
 @_record
-class Collective(Step):
+class Collective(KernelStep):
     kind: ClassVar[str] = "collective"
     layout: ClassVar[tuple] = ("name", "slots", "slots", "params")
     op: str
     ins: tuple
     outs: tuple
     params: dict
-
-    reads = property(lambda self: self.ins)
-    writes = property(lambda self: self.outs)
 
 
 @_record

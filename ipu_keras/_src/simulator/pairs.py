@@ -15,12 +15,12 @@ IR, the cost model and the results are those of the unfused steps.
 import dataclasses
 from typing import ClassVar
 
-from ipu_keras._src.device.steps import Exec, Step
+from ipu_keras._src.device.steps import Exec, KernelStep
 from ipu_keras._src.ops.registry import get_pair, paired_ops
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Pair(Step):
+class Pair(KernelStep):
     """Two exec steps run as one kernel (module docstring); the engine's, not saved."""
 
     kind: ClassVar[str] = "pair"
@@ -28,9 +28,6 @@ class Pair(Step):
     ins: tuple
     outs: tuple
     params: dict
-
-    reads = property(lambda self: self.ins)
-    writes = property(lambda self: self.outs)
 
 
 def fuse_pairs(steps, reads, exported):

@@ -20,14 +20,14 @@ slab).
 import dataclasses
 from typing import ClassVar
 
-from ipu_keras._src.device.steps import Exec, Step
+from ipu_keras._src.device.steps import Exec, KernelStep
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops import cores
 from ipu_keras._src.ops.registry import get_op
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class SiblingSteps(Step):
+class SiblingSteps(KernelStep):
     """Two sibling product steps run as one (module docstring); the engine's, not saved."""
 
     kind: ClassVar[str] = "siblings"
@@ -35,9 +35,6 @@ class SiblingSteps(Step):
     outs: tuple
     first: Exec
     second: Exec
-
-    reads = property(lambda self: self.ins)
-    writes = property(lambda self: self.outs)
 
 
 def siblings(steps):
