@@ -203,3 +203,30 @@ def test_a_report_that_cannot_be_written_after_the_compile_is_a_designed_error(t
         profiling.write_report()
     os.remove(path)
     os.makedirs(path)   # lets the exit hook write it
+
+
+_BACKEND_KEPT = """
+import sys
+import matplotlib
+matplotlib.use("svg")           # the user's backend (a notebook's would be inline)
+from ipu_keras import config, profiling
+from ipu_keras._src.driver.compile import compile_for_ipu
+from tests.graphs import dense_step
+cfg = config.IPUConfig()
+cfg.ipu_model.tiles_per_ipu = 8
+profiling.enable_reports(sys.argv[1])
+compile_for_ipu(dense_step(), cfg, "dense")
+assert matplotlib.get_backend() == "svg", matplotlib.get_backend()
+assert "matplotlib.pyplot" not in sys.modules
+"""
+
+
+def test_writing_plots_leaves_the_users_matplotlib_alone(tmp_path):
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", _BACKEND_KEPT, str(tmp_path)], cwd=root,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert any(name.endswith(".png") for _, _, files in os.walk(tmp_path) for name in files)

@@ -48,6 +48,11 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
+    # A figure the notebook shows is in its outputs (writing a report earlier in the notebook
+    # must not take the notebook's matplotlib backend away).
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "plt.show()" in cell.source:
+            assert any("image/png" in o.get("data", {}) for o in cell.outputs), cell.source[:80]
 
 
 def test_cli_lists_and_copies_the_tutorials(tmp_path, capsys):

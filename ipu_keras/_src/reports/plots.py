@@ -1,4 +1,4 @@
-"""The report's PNG plots, drawn with matplotlib's Agg backend.
+"""The report's PNG plots, drawn on matplotlib Agg canvases of their own.
 
 `memory.png` (bytes per tile stacked by category, with the tile's capacity),
 `liveness.png` (not-always-live bytes during each program step), `cycles.png` (where
@@ -6,7 +6,10 @@ the cycles go: per kind and the top ops) and `trace.png` (the execution trace: h
 often each block ran and its cycles by kind), and for a pipeline `timeline.png`
 (one row per IPU and a box per stage, micro-batch and pass, like the execution trace of
 Graphcore's tools). Each function takes the report dict and a path. matplotlib is
-imported here only, and only when a report is written.
+imported here only, and only when a report is written. The figures are made with
+matplotlib's object API (`Figure` on a `FigureCanvasAgg`), never through pyplot: the
+process's backend and pyplot's figures are the user's, so a notebook that writes a report
+still shows its own plots afterwards.
 """
 import numpy as np
 
@@ -17,27 +20,26 @@ COLOURS = {"compute": "#4C72B0", "exchange": "#DD8452", "sync": "#937860",
            "host_io": "#55A868"}
 
 
-def _pyplot():
-    import matplotlib
+def _subplots(*args, figsize=None, **kwargs):
+    """(figure, axes) as `pyplot.subplots` gives them, on an Agg canvas of their own."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(*args, **kwargs)
 
 
 def _save(fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=90)
-    _pyplot().close(fig)
 
 
 def memory_plot(report, path):
-    plt = _pyplot()
     memory = report["memory"]
     categories = memory["tile_categories"]
     tiles = np.arange(len(memory["tile_memory"]))
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = _subplots(figsize=(10, 4))
     names = [k for k in categories if any(categories[k])]
     ax.stackplot(tiles, *[np.asarray(categories[k]) / 1024 for k in names], labels=names,
                  step="post")
@@ -53,11 +55,10 @@ def memory_plot(report, path):
 
 
 def liveness_plot(report, path):
-    plt = _pyplot()
     liveness = report["liveness"].get("loop") or report["liveness"]
     where = "step of the device loop's body" if report["liveness"].get("loop") else "top-level step"
     steps = liveness["steps"]
-    fig, ax = plt.subplots(figsize=(10, 3.5))
+    fig, ax = _subplots(figsize=(10, 3.5))
     values = [s["bytes"] / 2**20 for s in steps]
     ax.bar(range(len(values)), values, width=1.0, color="#4C72B0")
     ax.set_xlabel(f"program step ({where})")
@@ -69,11 +70,10 @@ def liveness_plot(report, path):
 
 
 def cycles_plot(report, path):
-    plt = _pyplot()
     totals, top, what = cycle_breakdown(report)
     top = top[:15][::-1]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5),
-                                      gridspec_kw={"width_ratios": [1, 3]})
+    fig, (left, right) = _subplots(1, 2, figsize=(11, 4.5),
+                                   gridspec_kw={"width_ratios": [1, 3]})
     left.bar(list(totals), list(totals.values()),
              color=[COLOURS[k] for k in totals])
     left.set_title(f"Cycles by kind ({what})")
@@ -99,9 +99,8 @@ def timeline_plot(report, path):
     if not pipelines:
         return
     p = pipelines[0]
-    plt = _pyplot()
     ipus = sorted({b[0] for b in p["timeline"]})
-    fig, ax = plt.subplots(figsize=(11, 1.0 + 0.7 * len(ipus)))
+    fig, ax = _subplots(figsize=(11, 1.0 + 0.7 * len(ipus)))
     for ipu, stage, micro_batch, phase, start, end in p["timeline"]:
         row = ipus.index(ipu)
         ax.broken_barh([(start, end - start)], (row - 0.4, 0.8),
@@ -118,12 +117,11 @@ def timeline_plot(report, path):
 
 
 def trace_plot(report, path):
-    plt = _pyplot()
     execution = report["execution"]
     blocks = execution["blocks"]
     roles = {b["index"]: b["role"] for b in report["program"]}
     labels = [f"{b['index']} {roles.get(b['index'], '')} x{b['count']}" for b in blocks]
-    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.35 * len(blocks) + 1)))
+    fig, ax = _subplots(figsize=(10, max(2.5, 0.35 * len(blocks) + 1)))
     base = np.zeros(len(blocks))
     for kind in CYCLE_KINDS:
         values = np.array([b["cycles"][kind] for b in blocks], dtype=float)
