@@ -16,6 +16,7 @@ well formed and means something else (one registered op for another of the same
 arity): a checksum is no signature, and the executable cache binds each entry to its
 key and graph so that such a file is at least never another graph's program.
 """
+import functools
 import inspect
 import numbers
 
@@ -89,12 +90,18 @@ def _interface(fields):
             f"memory.out_of_memory, null or the fields {sorted(_OUT_OF_MEMORY)}", oom)
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(kernel):
+    """A kernel's signature, read once per kernel rather than once per step."""
+    return inspect.signature(kernel)
+
+
 def _kernel_takes(op, step, ops):
     opdef = ops.get(step.op)
     _expect(opdef is not None and opdef.kernel is not None,
             "an exec step naming a registered op with a kernel", step.op)
     try:
-        inspect.signature(opdef.kernel).bind(*step.ins, **step.params)
+        _signature(opdef.kernel).bind(*step.ins, **step.params)
     except TypeError as e:
         raise Malformed(f"operands and params that the kernel of '{op}' takes",
                         f"{len(step.ins)} operands, params {sorted(step.params)} ({e})"

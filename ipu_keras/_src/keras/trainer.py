@@ -100,11 +100,11 @@ class IPUTrainerMixin:
         logs = replication.replicated_logs(self)
         if logs is not None and replication.replication_factor(self) > 1:
             return dict(logs)
-        if all(getattr(metric, "built", True) is not False for metric in self.metrics):
+        built = [metric for metric in self.metrics if getattr(metric, "built", True) is not False]
+        if len(built) == len(self.metrics):
             return super().get_metrics_result()
         # No step has run (empty data on a fresh model): Keras on the CPU builds the compiled
         # metrics while tracing the step it then cannot feed, and reports none of them.
-        built = [metric for metric in self.metrics if getattr(metric, "built", True) is not False]
         return {metric.name: metric.result() for metric in built}
 
     def set_replication_options(self, replicated_metric_reduction_method="NONE"):
