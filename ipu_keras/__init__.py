@@ -19,7 +19,7 @@ from ipu_keras.version import __version__
 _MODULES = (
     "compat", "config", "distributed", "errors", "gradient_accumulation", "ipu_compiler",
     "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "keras", "loops", "ops",
-    "optimizers", "profiling", "scopes", "sharding", "utils",
+    "optimizers", "profiling", "scopes", "serving", "sharding", "utils",
 )
 # Graphcore's op modules live in `ipu_keras.ops`; the SDK's `ipu` package named them too.
 _OP_MODULES = ("cross_replica_ops", "gen_ipu_ops", "nn_ops", "pipelining_ops", "rand_ops",

@@ -191,3 +191,17 @@ class PipelineError(IPUError, ValueError):
 class ReplicationError(IPUError):
     """Replicas could not run together: a collective that not every replica reached, or a
     replica group size that does not divide the replication factor."""
+
+
+# -- ipu.serving (issue 31, item 4) ------------------------------------------------------
+class ServingError(IPUError, ValueError):
+    """An `ipu.serving` export or call got a value it cannot use: a non-empty export
+    directory, a signature that cannot be deduced or does not match the function, output
+    names of the wrong length, inputs that do not match the exported signature, or a
+    directory that holds no IPU serving export."""
+
+
+class ServingTypeError(IPUError, TypeError):
+    """An `ipu.serving` argument has the wrong type: a signature that is not a tuple or list
+    of `tf.TensorSpec`, an `input_dataset` that is not a `tf.data.Dataset`, `output_names`
+    neither a string nor a list."""
