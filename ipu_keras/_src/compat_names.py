@@ -6,7 +6,7 @@ Deprecated spellings are declared where they are implemented (by the decorators 
 not be supported.
 """
 from ipu_keras import keras as ipu_keras_keras
-from ipu_keras._src.compat import NOT_SUPPORTED, PENDING, SUPPORTED, declare
+from ipu_keras._src.compat import DEPRECATED, NOT_SUPPORTED, PENDING, SUPPORTED, declare
 from ipu_keras._src.keras.trainer import IPUTrainerMixin
 
 _SUPPORTED = (
@@ -34,6 +34,18 @@ _SUPPORTED = (
      "2.2"),
     ("model.set_asynchronous_callbacks", "per-step callbacks replayed from the outfeed",
      "2.2"),
+    ("ipu.serving.export_single_step", "a TensorFlow SavedModel whose `serving_default` is "
+     "the frozen step (plain TensorFlow runs it on the CPU) plus the step's compiled "
+     "executable as an asset; the returned function, `ipu_keras.serving.load` and "
+     "`ipu_saved_model_cli run` run that executable on the simulated IPU, one batch per "
+     "call (`iterations` is checked and recorded); pre/postprocessing (SDK 3.0+) on the CPU",
+     "2.5"),
+    ("ipu.serving.export_pipeline", "as `export_single_step`; each stage on its IPU "
+     "(`device_mapping`), one micro-batch through the stages per call; `iterations` follows "
+     "the pipeline-depth rule of `pipeline_schedule`", "2.5"),
+    ("ipu.serving.export_keras", "as `export_single_step` for a model created in "
+     "`IPUStrategy().scope()`; `iterations` is its `steps_per_execution`; a pipelined "
+     "model's stages run in order", "2.6"),
 )
 
 # Names other work adds (pipelining, accumulation, replication): supported as soon as
@@ -88,5 +100,8 @@ for _name, _since in (("GradientAccumulationOptimizer", "3.1"), ("ALSOptimizer",
                       ("ALSOptimizerRMSProp", "3.1"), ("ALSGradientAccumulationOptimizer", "3.1")):
     declare(f"keras.ipu.optimizers.{_name}", SUPPORTED, f"`ipu_keras.keras.optimizers.{_name}`"
             " (the same as `ipu.optimizers.`)", _since)
+for _function in ("export_single_step", "export_pipeline"):
+    declare(f"ipu.serving.{_function}(input_signature=)", DEPRECATED, "accepted; warns once, "
+            "use `predict_step_signature=` (renamed in SDK 3.0)", "2.5", "3.0")
 for _name, _how, _since, _until in _NOT_SUPPORTED:
     declare(_name, NOT_SUPPORTED, _how, _since, _until)

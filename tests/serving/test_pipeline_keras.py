@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from ipu_keras import ipu_strategy, serving
+from ipu_keras._src import compat
 from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import PipelineError, ServingError
 from tests.conftest import configured_ipus
@@ -38,6 +39,15 @@ def test_a_pipeline_runs_its_stages_on_their_ipus(two_ipus, tmp_path):
     want = stage1(stage0(2.0, x))
     for g, w in zip(got, want):
         T.FLOAT32.assert_close(g.numpy(), w.numpy())
+
+
+def test_the_sdk_2_name_input_signature_still_works(two_ipus, tmp_path):
+    compat.reset_warnings()
+    with pytest.warns(DeprecationWarning, match=r"export_pipeline\(input_signature=\)"):
+        runtime = serving.export_pipeline([stage0, stage1], str(tmp_path / "p"), 2,
+                                          inputs=[1.0], input_signature=SIGNATURE)
+    x = np.ones((2, 5), np.float32)
+    T.FLOAT32.assert_close(runtime(x)[1].numpy(), stage1(stage0(1.0, x))[1].numpy())
 
 
 def test_pipeline_depth_and_mapping_follow_the_pipeline_rules(two_ipus, tmp_path):
