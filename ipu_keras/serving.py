@@ -225,7 +225,7 @@ def export_keras(model, export_dir, batch_size=None, output_names=None,
     The model must have been created in `IPUStrategy().scope()` (an IPU model). The
     inputs are the model's, with dimension 0 set to `batch_size` when given; `iterations`
     is the model's `steps_per_execution`. The step is `model(inputs, training=False)`;
-    a pipelined model's stages run in order on one IPU.
+    a pipelined model's stages run in order, one batch per call.
 
     Returns:
         A `ServingRuntime` (see `export_single_step`).

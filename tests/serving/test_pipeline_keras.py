@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import ipu_keras.keras
 from ipu_keras import ipu_strategy, serving
 from ipu_keras._src import compat
 from ipu_keras._src.conformance import tolerances as T
@@ -61,6 +62,23 @@ def test_pipeline_depth_and_mapping_follow_the_pipeline_rules(two_ipus, tmp_path
     with pytest.raises(ServingError, match="positive integer.*Received: iterations=0"):
         serving.export_pipeline([stage0, stage1], str(tmp_path / "c"), 0,
                                 predict_step_signature=SIGNATURE)
+
+
+def test_a_pipelined_keras_model_exports_its_stages(two_ipus, tmp_path):
+    keras.utils.set_random_seed(4)
+    with ipu_strategy.IPUStrategy().scope():
+        inputs = keras.Input((6,), batch_size=2)
+        with ipu_keras.keras.PipelineStage(0):
+            hidden = keras.layers.Dense(5, activation="relu")(inputs)
+        with ipu_keras.keras.PipelineStage(1):
+            outputs = keras.layers.Dense(2)(hidden)
+        model = keras.Model(inputs, outputs)
+        model.set_pipelining_options(gradient_accumulation_steps_per_replica=4)
+        model.compile(steps_per_execution=4)
+    runtime = serving.export_keras(model, str(tmp_path / "k"))
+    assert runtime.info["iterations"] == 4
+    x = np.random.default_rng(3).normal(size=(2, 6)).astype(np.float32)
+    T.FLOAT32.assert_close(runtime(x)[0].numpy(), model(x, training=False).numpy())
 
 
 @pytest.fixture(scope="module")

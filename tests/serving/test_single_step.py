@@ -71,6 +71,7 @@ def test_variables_are_frozen_at_export_time(dense, dense_export):
         dense.w.assign(old)
 
 
+@pytest.mark.slow
 def test_a_fresh_process_loads_and_runs_the_export_on_the_ipu(dense, dense_export, tmp_path):
     path, _ = dense_export
     x = dense.example(4)
