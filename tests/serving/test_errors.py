@@ -87,3 +87,11 @@ def test_loading_a_directory_that_is_not_an_export_says_so(tmp_path):
     with pytest.raises(ServingError, match=r"no such file.*ipu_saved_model_cli run"):
         serving.load(str(tmp_path))
     assert not serving.is_serving_export(str(tmp_path))
+
+
+def test_an_export_of_graphcores_sdk_is_refused_clearly(tmp_path):
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "application_1234.popef").write_bytes(b"POPEF")
+    with pytest.raises(ServingError, match=r"'application_1234.popef', a Poplar executable "
+                       r"made by Graphcore's SDK"):
+        serving.load(str(tmp_path))

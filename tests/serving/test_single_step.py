@@ -106,6 +106,17 @@ def test_the_loaded_signature_compiles_inside_ipu_strategy_run(dense, dense_expo
     _assert_outputs([got["output_0"], got["output_1"]], dense.predict_step(x))
 
 
+def test_the_returned_function_can_be_run_by_ipu_strategy(dense, dense_export):
+    from ipu_keras import ipu_strategy
+
+    _, runtime = dense_export
+    x = dense.example(11)
+    strategy = ipu_strategy.IPUStrategy()
+    with strategy.scope():
+        got = strategy.run(runtime, args=(x,))
+    _assert_outputs(got, dense.predict_step(x))
+
+
 def test_output_names_key_the_results_and_the_signature(one_ipu, dense, tmp_path):
     path = str(tmp_path / "named")
     runtime = serving.export_single_step(dense.predict_step, path, 1,

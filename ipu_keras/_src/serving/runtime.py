@@ -43,6 +43,7 @@ def read_info(export_dir):
     """
     path = info_path(export_dir)
     if not os.path.isfile(path):
+        _refuse_sdk_export(export_dir)
         raise ServingError(
             f"ipu.serving expected a directory written by ipu.serving.export_single_step, "
             f"export_pipeline or export_keras (with assets/{INFO_FILE}). Received: "
@@ -61,6 +62,19 @@ def read_info(export_dir):
             f"{info.get('format') if isinstance(info, dict) else None!r} in '{path}'. Export "
             "the model again with this version of ipu_keras.")
     return info
+
+
+def _refuse_sdk_export(export_dir):
+    """An export made by Graphcore's SDK holds a Poplar executable for real IPUs."""
+    assets = os.path.join(os.fspath(export_dir), "assets")
+    files = sorted(os.listdir(assets)) if os.path.isdir(assets) else []
+    poplar = [f for f in files if f.endswith((".popef", ".poplar_exec"))]
+    if poplar:
+        raise ServingError(
+            f"ipu.serving expected an export written by ipu_keras. Received: "
+            f"export_dir={os.fspath(export_dir)!r}, whose assets hold {poplar[0]!r}, a "
+            "Poplar executable made by Graphcore's SDK for real IPUs, which the simulator "
+            "cannot run. Export the model again with ipu_keras.serving from its Python code.")
 
 
 def _specs(entries):
