@@ -63,7 +63,7 @@ def _signatures_of(predict_step, predict_step_signature, input_dataset, preproce
 def _export_and_load(step, signatures, export_dir, iterations, output_names,
                      preprocessing_step, postprocessing_step, kind, extra=None):
     exported, step_signature, post = signatures
-    parts = _export._Parts(step, step_signature, exported, preprocessing_step,
+    parts = _export.Parts(step, step_signature, exported, preprocessing_step,
                            postprocessing_step, post, output_names)
     _export.write(export_dir, parts, iterations, kind, extra)
     return load(export_dir)

@@ -92,7 +92,7 @@ def compile_step(step, step_signature, name):
     return compile_for_ipu(traced.graph, None, name)
 
 
-class _Parts:
+class Parts:
     """The frozen functions of one export and the checks between them."""
 
     def __init__(self, step, step_signature, input_signature, preprocessing=None,
@@ -178,4 +178,4 @@ def write(export_dir, parts, iterations, kind, extra=None):
     return info
 
 
-__all__ = ["FORMAT", "INFO_FILE", "as_list", "compile_step", "freeze", "write"]
+__all__ = ["FORMAT", "INFO_FILE", "Parts", "as_list", "compile_step", "freeze", "write"]

@@ -7,6 +7,8 @@ still `ValueError`/`TypeError`), and the renaming of every `tf.TensorSpec` to th
 parameter it feeds: those names become the SavedModel signature's input keys.
 """
 import inspect
+import os
+import shutil
 
 import tensorflow as tf
 
@@ -15,9 +17,6 @@ from ipu_keras.errors import ServingError, ServingTypeError
 
 def check_export_dir(export_dir, purge_export_dir):
     """Refuses a non-empty `export_dir`, or empties it when `purge_export_dir`."""
-    import os
-    import shutil
-
     if not isinstance(export_dir, (str, os.PathLike)) or not str(export_dir):
         raise ServingTypeError(
             f"ipu.serving expected `export_dir` to be a directory path. Received: "
