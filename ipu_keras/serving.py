@@ -19,7 +19,7 @@ stop), which changes latency, not results.
 """
 from ipu_keras._src import compat as _compat
 from ipu_keras._src.keras.trainer import IPUTrainerMixin as _IPUModel
-from ipu_keras._src.serving import export as _export
+from ipu_keras._src.serving import exports as _exports
 from ipu_keras._src.serving import signatures as _signatures
 from ipu_keras._src.serving.runtime import ServingRuntime, is_serving_export, load
 from ipu_keras.errors import ServingError
@@ -36,37 +36,6 @@ def _legacy_signature(predict_step_signature, input_signature, function):
             "Both `predict_step_signature` and its SDK 2.x name `input_signature` were given. "
             "Please pass only `predict_step_signature`.")
     return input_signature
-
-
-def _signatures_of(predict_step, predict_step_signature, input_dataset, preprocessing_step,
-                   preprocessing_step_signature, postprocessing_step,
-                   postprocessing_step_signature, leading=()):
-    """(exported input signature, step signature, postprocessing signature)."""
-    _signatures.check_sources(predict_step, predict_step_signature, input_dataset,
-                              preprocessing_step, preprocessing_step_signature,
-                              postprocessing_step, postprocessing_step_signature)
-    if preprocessing_step is not None:
-        exported = _signatures.prepare(preprocessing_step, "preprocessing_step",
-                                       preprocessing_step_signature, input_dataset)
-        step = _signatures.prepare(predict_step, "predict_step", predict_step_signature,
-                                   leading=leading)
-    else:
-        step = exported = _signatures.prepare(predict_step, "predict_step",
-                                              predict_step_signature, input_dataset, leading)
-    post = None
-    if postprocessing_step is not None:
-        post = _signatures.prepare(postprocessing_step, "postprocessing_step",
-                                   postprocessing_step_signature)
-    return exported, step, post
-
-
-def _export_and_load(step, signatures, export_dir, iterations, output_names,
-                     preprocessing_step, postprocessing_step, kind, extra=None):
-    exported, step_signature, post = signatures
-    parts = _export.Parts(step, step_signature, exported, preprocessing_step,
-                           postprocessing_step, post, output_names)
-    _export.write(export_dir, parts, iterations, kind, extra)
-    return load(export_dir)
 
 
 def export_single_step(predict_step, export_dir, iterations, predict_step_signature=None,
@@ -110,11 +79,11 @@ def export_single_step(predict_step, export_dir, iterations, predict_step_signat
     iterations = _signatures.check_iterations(iterations)
     output_names = _signatures.check_output_names(output_names)
     export_dir = _signatures.check_export_dir(export_dir, purge_export_dir)
-    signatures = _signatures_of(predict_step, predict_step_signature, input_dataset,
-                                preprocessing_step, preprocessing_step_signature,
-                                postprocessing_step, postprocessing_step_signature)
-    return _export_and_load(predict_step, signatures, export_dir, iterations, output_names,
-                            preprocessing_step, postprocessing_step, "single_step")
+    found = _exports.signatures_of(predict_step, predict_step_signature, input_dataset,
+                                   preprocessing_step, preprocessing_step_signature,
+                                   postprocessing_step, postprocessing_step_signature)
+    return _exports.export_and_load(predict_step, found, export_dir, iterations, output_names,
+                                    preprocessing_step, postprocessing_step, "single_step")
 
 
 def _check_stages(computational_stages, iterations, device_mapping, pipeline_schedule):
@@ -134,24 +103,6 @@ def _check_stages(computational_stages, iterations, device_mapping, pipeline_sch
                 else _pipelining_ops.PipelineSchedule(pipeline_schedule))
     _pipelining_ops.check_depth(iterations, schedule, len(stages), False, mapping)
     return stages, mapping, schedule
-
-
-def _pipelined_step(stages, mapping, inputs):
-    """One micro-batch through the stages in order, each stage's ops on its IPU."""
-    import tensorflow as tf
-
-    from ipu_keras import scopes
-
-    leading = [tf.convert_to_tensor(x) for x in (inputs or [])]
-
-    def step(*fed):
-        values = leading + list(fed)
-        for stage, ipu in zip(stages, mapping):
-            with scopes.ipu_shard(ipu):
-                values = _export.as_list(stage(*values))
-        return values
-
-    return step
 
 
 def export_pipeline(computational_stages, export_dir, iterations, inputs=None,
@@ -182,38 +133,14 @@ def export_pipeline(computational_stages, export_dir, iterations, inputs=None,
     output_names = _signatures.check_output_names(output_names)
     export_dir = _signatures.check_export_dir(export_dir, purge_export_dir)
     leading = list(inputs or [])
-    signatures = _signatures_of(stages[0], predict_step_signature, input_dataset,
-                                preprocessing_step, preprocessing_step_signature,
-                                postprocessing_step, postprocessing_step_signature, leading)
+    found = _exports.signatures_of(stages[0], predict_step_signature, input_dataset,
+                                   preprocessing_step, preprocessing_step_signature,
+                                   postprocessing_step, postprocessing_step_signature, leading)
     extra = {"stages": len(stages), "device_mapping": mapping, "pipeline_schedule":
              schedule.name, "name": name, "poplar_options": poplar_options is not None}
-    return _export_and_load(_pipelined_step(stages, mapping, leading), signatures, export_dir,
-                            iterations, output_names, preprocessing_step,
-                            postprocessing_step, "pipeline", extra)
-
-
-def _keras_signature(model, batch_size):
-    import tensorflow as tf
-
-    inputs = getattr(model, "inputs", None)
-    if not inputs:
-        raise ServingError(
-            "Cannot get model's input signature: ipu.serving.export_keras expected a model "
-            "with known inputs (a functional or Sequential model built with an Input, or a "
-            f"model that was called). Received: {type(model).__name__} without `inputs`.")
-    specs = []
-    for index, tensor in enumerate(inputs):
-        shape = list(tensor.shape)
-        if batch_size is not None:
-            shape[0] = int(batch_size)
-        if any(d is None for d in shape):
-            raise ServingError(
-                "Not all dimensions of inputs can be determined. Please specify batch size in "
-                "model's input layer or specify `batch_size` parameter when exporting model. "
-                f"Received: input {index} of shape {tuple(tensor.shape)}, "
-                f"batch_size={batch_size!r}")
-        specs.append(tf.TensorSpec(shape, tensor.dtype, name=f"input_{index}"))
-    return specs
+    step = _exports.pipelined_step(stages, mapping, leading)
+    return _exports.export_and_load(step, found, export_dir, iterations, output_names,
+                                    preprocessing_step, postprocessing_step, "pipeline", extra)
 
 
 def export_keras(model, export_dir, batch_size=None, output_names=None,
@@ -235,26 +162,10 @@ def export_keras(model, export_dir, batch_size=None, output_names=None,
             "Provided model was not created inside an IPU strategy, so it does not contain "
             "IPU-specific functions. Please wrap its creation inside an IPU strategy. "
             f"Received: {type(model).__name__}")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
-            batch_size, int) or batch_size < 1):
-        raise ServingError(f"ipu.serving.export_keras expected `batch_size` to be a positive "
-                           f"int or None. Received: batch_size={batch_size!r}")
-    output_names = _signatures.check_output_names(output_names)
-    export_dir = _signatures.check_export_dir(export_dir, purge_export_dir)
-    specs = _keras_signature(model, batch_size)
-    iterations = _signatures.check_iterations(
-        int(getattr(model, "steps_per_execution", 1) or 1), "steps_per_execution")
-    single = len(specs) == 1
-
-    def predict_step(*xs):
-        return model(xs[0] if single else list(xs), training=False)
-
-    signatures = _signatures_of(predict_step, specs, None, preprocessing_step,
-                                preprocessing_step_signature, postprocessing_step,
-                                postprocessing_step_signature)
-    return _export_and_load(predict_step, signatures, export_dir, iterations, output_names,
-                            preprocessing_step, postprocessing_step, "keras",
-                            {"model": model.name})
+    return _exports.export_model(model, export_dir, batch_size, output_names,
+                                 preprocessing_step, preprocessing_step_signature,
+                                 postprocessing_step, postprocessing_step_signature,
+                                 purge_export_dir)
 
 
 __all__ = ["ServingRuntime", "export_keras", "export_pipeline", "export_single_step",

@@ -68,6 +68,7 @@ _MODEL_METHODS = (  # name, since
     ("reset_pipeline_stage_assignment", "2.2"),
     ("print_pipeline_stage_assignment_summary", "2.2"),
     ("set_replication_options", "2.5"),
+    ("export_for_ipu_serving", "2.6"),
 )
 
 _NOT_SUPPORTED = (

@@ -75,8 +75,8 @@ def test_a_pipelined_keras_model_exports_its_stages(two_ipus, tmp_path):
         model = keras.Model(inputs, outputs)
         model.set_pipelining_options(gradient_accumulation_steps_per_replica=4)
         model.compile(steps_per_execution=4)
-    runtime = serving.export_keras(model, str(tmp_path / "k"))
-    assert runtime.info["iterations"] == 4
+    runtime = model.export_for_ipu_serving(str(tmp_path / "k"))   # the SDK 2.6+ method
+    assert runtime.info["iterations"] == 4 and runtime.info["kind"] == "keras"
     x = np.random.default_rng(3).normal(size=(2, 6)).astype(np.float32)
     T.FLOAT32.assert_close(runtime(x)[0].numpy(), model(x, training=False).numpy())
 
@@ -93,6 +93,7 @@ def ipu_model(one_ipu):
 
 def test_export_keras_gives_what_predict_gives(ipu_model, tmp_path):
     runtime = serving.export_keras(ipu_model, str(tmp_path / "k"), batch_size=4)
+    assert [s.name for s in runtime.input_signature] == [ipu_model.inputs[0].name]
     assert runtime.info["iterations"] == 2 and runtime.info["kind"] == "keras"
     assert runtime.input_signature[0].shape.as_list() == [4, 6]
     x = np.random.default_rng(2).normal(size=(4, 6)).astype(np.float32)

@@ -139,6 +139,18 @@ class IPUTrainerMixin:
             )
         self._ipu_asynchronous_callbacks = asynchronous
 
+    def export_for_ipu_serving(self, export_dir, batch_size=None, output_names=None,
+                               preprocessing_step=None, preprocessing_step_signature=None,
+                               postprocessing_step=None, postprocessing_step_signature=None,
+                               purge_export_dir=False):
+        """`ipu.serving.export_keras(self, ...)`: a SavedModel of this model's inference with
+        its compiled IPU program (SDK 2.6+; see `ipu_keras.serving`)."""
+        from ipu_keras._src.serving.exports import export_model
+
+        return export_model(self, export_dir, batch_size, output_names, preprocessing_step,
+                            preprocessing_step_signature, postprocessing_step,
+                            postprocessing_step_signature, purge_export_dir)
+
     def set_gradient_accumulation_options(self, gradient_accumulation_steps_per_replica=None,
                                           gradient_accumulation_reduction_method="sum",
                                           use_v2_gradient_accumulation_optimizer=False,
