@@ -14,7 +14,7 @@ import tensorflow as tf
 from ipu_keras import serving
 from ipu_keras._src import compat
 from ipu_keras._src.conformance import tolerances as T
-from ipu_keras.errors import ServingError
+from ipu_keras.errors import ServingError, ServingTypeError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -153,3 +153,8 @@ def test_calls_are_checked_against_the_exported_signature(dense_export):
     with pytest.raises(ServingError, match=r"expected the inputs \['x'\].*"
                        r"Received: 0 positional and \['y'\]"):
         runtime(y=np.zeros((3, 6), np.float32))
+    with pytest.raises(ServingError, match=r"Received: 1 positional and \['x'\]"):
+        runtime(np.zeros((3, 6), np.float32), x=np.zeros((3, 6), np.float32))
+    with pytest.raises(ServingTypeError, match=r"input 'x' of dtype float32. Received: "
+                       r"dtype float64"):
+        runtime(np.zeros((3, 6)))

@@ -23,7 +23,7 @@ import tensorflow as tf
 from ipu_keras._src.device.executable import CYCLE_KINDS, Executable
 from ipu_keras._src.runtime import Session
 from ipu_keras._src.serving.export import FORMAT, INFO_FILE, as_list
-from ipu_keras.errors import ServingError
+from ipu_keras.errors import ServingError, ServingTypeError
 
 
 def info_path(export_dir):
@@ -129,17 +129,25 @@ class ServingRuntime:
         specs = self.input_signature
         names = [s.name for s in specs]
         unknown = sorted(set(kwargs) - set(names))
-        given = dict(zip(names, args), **kwargs)
-        if len(args) > len(specs) or unknown or set(given) != set(names):
+        given = dict(zip(names, args))
+        twice = sorted(set(given) & set(kwargs))
+        given.update(kwargs)
+        if len(args) > len(specs) or unknown or twice or set(given) != set(names):
             raise ServingError(
                 f"The exported model expected the inputs {names} (positional or by name). "
                 f"Received: {len(args)} positional and {sorted(kwargs)} by name.")
         tensors = []
         for spec in specs:
             value = given[spec.name]
-            tensor = value if isinstance(value, tf.Tensor) else tf.convert_to_tensor(
-                value, dtype_hint=spec.dtype)
-            if tensor.dtype != spec.dtype or not spec.shape.is_compatible_with(tensor.shape):
+            if isinstance(value, (tf.Tensor, np.ndarray, np.generic)):
+                tensor = tf.convert_to_tensor(value)   # arrays keep their dtype
+            else:   # Python numbers and lists take the signature's
+                tensor = tf.convert_to_tensor(value, dtype_hint=spec.dtype)
+            if tensor.dtype != spec.dtype:
+                raise ServingTypeError(
+                    f"The exported model expected input '{spec.name}' of dtype "
+                    f"{spec.dtype.name}. Received: dtype {tensor.dtype.name}.")
+            if not spec.shape.is_compatible_with(tensor.shape):
                 raise ServingError(
                     f"The exported model expected input '{spec.name}' of shape {spec.shape} "
                     f"and dtype {spec.dtype.name}. Received: shape {tensor.shape}, dtype "
