@@ -13,6 +13,9 @@ export freezes the function (variables become constants), compiles it for the ac
   preprocessing and postprocessing on the CPU and that executable on the simulated IPU,
   without recompiling, as the SDK's embedded runtime did.
 
+`model.export_for_ipu_serving(...)` (SDK 2.6+) is `export_keras(model, ...)`. A
+TensorFlow Serving server cannot run the executable; it runs the plain graph on the CPU.
+
 Each call runs the step once, on one batch. `iterations` is checked and recorded: the
 SDK's engine read that many batches per run (padding with dummy batches when requests
 stop), which changes latency, not results.
