@@ -205,3 +205,14 @@ class ServingTypeError(IPUError, TypeError):
     """An `ipu.serving` argument has the wrong type: a signature that is not a tuple or list
     of `tf.TensorSpec`, an `input_dataset` that is not a `tf.data.Dataset`, `output_names`
     neither a string nor a list."""
+
+
+# -- Graphcore's op functions, `ipu.ops.*` (issue 31) -------------------------------------
+class OpArgumentError(IPUError, ValueError):
+    """An argument of one of Graphcore's op functions (`normalization_ops`, `embedding_ops`)
+    is not usable: a shape, axis, group count or factor that breaks the op's rule."""
+
+
+class HostEmbeddingError(IPUError, RuntimeError):
+    """A host embedding was looked up or updated while not registered (outside
+    `HostEmbedding.register`), or registered twice under one name."""

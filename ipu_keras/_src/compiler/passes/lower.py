@@ -6,7 +6,7 @@ plans of matmuls, convolutions and gathers) and the target, and summed per block
 compute on the slowest tile (`device/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
-copies and, in the main block, for the program's arguments and results (a compiled
+copies and calls to the host (host embeddings) and, in the main block, for the program's arguments and results (a compiled
 function's inputs stream in from the host, its outputs back: profile row
 "host_transfer"). Reductions take one superstep to reduce in place and one per stage
 of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
@@ -35,7 +35,9 @@ from ipu_keras._src.device.steps import (
 _CONTROL = ("loop", "branch")
 """Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
 _COLLECTIVE = ("replica_reduce", "replica_index")
-_STREAMS = ("stream_in", "stream_out")
+_HOST = ("stream_in", "stream_out", "host_call")
+"""Roles whose steps talk to the host: stream copies and calls to the host (host
+embeddings' lookups and updates)."""
 _FREE = ("constant", "variable_read", "loop", "branch", "subgraph_call", "replica_index")
 """Roles whose own step costs no cycles."""
 
@@ -148,8 +150,9 @@ class _Lowering:
             group = eqn.params["group_size"] or self.replicas
             return [0, 0, 0, 0] if group <= 1 else [
                 0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
-        if opdef.role in _STREAMS:
-            # A stream copy synchronises with the host: an external sync.
+        if opdef.role in _HOST:
+            # A stream copy (or a call to the host) synchronises with the host: an
+            # external sync, and its bytes over the host link.
             nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
             return [0, 0, cost_model.sync_cycles(target, external=True),
                     cost_model.host_io_cycles(nbytes, target)]
