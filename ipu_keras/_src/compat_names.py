@@ -71,11 +71,43 @@ _MODEL_METHODS = (  # name, since
     ("export_for_ipu_serving", "2.6"),
 )
 
+# Graphcore's op package and the SDK 3.x spellings (issue 31, item 7).
+_OPS_PACKAGE = (  # name, how, since, until
+    ("ipu.normalization_ops.group_norm", "TensorFlow ops run on the simulated IPU; its "
+     "`beta`/`gamma` variables as in the SDK (TensorFlow 1 `get_variable`); strided or "
+     "contiguous groups", "2.1", None),
+    ("ipu.normalization_ops.layer_norm", "`group_norm` with one group: every non-batch axis",
+     "2.1", None),
+    ("ipu.normalization_ops.instance_norm", "`group_norm` with one group per channel", "2.1",
+     None),
+    ("ipu.embedding_ops.embedding_lookup", "a gather, or `serialization_factor` masked "
+     "gathers summed; gradient one scatter-add", "2.1", None),
+    ("ipu.embedding_ops.embedding_lookup(params, ids, name, serialization_factor)", "the "
+     "SDK <= 2.6 order: a string or None third argument is the name", "2.1", "3.0"),
+    ("ipu.embedding_ops.create_host_embedding", "a CPU variable; a `HostEmbedding` over it",
+     "2.1", None),
+    ("ipu.embedding_ops.HostEmbedding", "the table lives in host memory while registered; "
+     "each lookup and update is a host transfer in the profile", "2.1", None),
+    ("ipu.embedding_ops.HostEmbedding.register", "binds the table as host memory (session "
+     "or eager); writes it back to the variable on exit", "2.1", None),
+    ("ipu.embedding_ops.HostEmbedding.lookup", "one call to the host per lookup; trainable: "
+     "the host adds -lr x gradient into the rows", "2.1", None),
+    ("ipu.embedding_ops.HostEmbeddingOptimizerSpec", "SGD at a constant learning rate (0: "
+     "frozen)", "2.1", None),
+    ("ipu.embedding_ops.HostEmbeddingSGDGAOptimizerSpec", "the host sums "
+     "`accumulation_factor` updates, then applies them", "2.1", None),
+    ("ipu.distributed.popdist_strategy.PopDistStrategy", "`ipu_keras.distributed."
+     "PopDistStrategy`; `update_ipu_config` checks and returns the config", "3.0", None),
+    ("ipu.utils.IPUConfig", "the same class as `ipu.config.IPUConfig`", "2.1", None),
+)
+
 _NOT_SUPPORTED = (
     ("model.set_infeed_queue_options / set_outfeed_queue_options", "the Keras data path "
      "stages batches itself; no queue options to set", "2.2", None),
     ("ipu.ipu_estimator.IPUEstimator", "TensorFlow 1 estimators are not part of ipu_keras",
      "2.1", None),
+    ("ipu.horovod.popdist_strategy.PopDistStrategy", "no `horovod` module: use "
+     "`ipu.distributed.popdist_strategy.PopDistStrategy` (its SDK 3.0 path)", "2.4", "3.1"),
 )
 
 for _name, _how, _since in _SUPPORTED:
@@ -104,5 +136,9 @@ for _name, _since in (("GradientAccumulationOptimizer", "3.1"), ("ALSOptimizer",
 for _function in ("export_single_step", "export_pipeline"):
     declare(f"ipu.serving.{_function}(input_signature=)", DEPRECATED, "accepted; warns once, "
             "use `predict_step_signature=` (renamed in SDK 3.0)", "2.5", "3.0")
+
+
+for _name, _how, _since, _until in _OPS_PACKAGE:
+    declare(_name, SUPPORTED, _how, _since, _until)
 for _name, _how, _since, _until in _NOT_SUPPORTED:
     declare(_name, NOT_SUPPORTED, _how, _since, _until)
