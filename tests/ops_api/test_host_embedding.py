@@ -9,6 +9,8 @@ import tensorflow as tf
 
 import ipu_keras as ipu
 from ipu_keras._src.conformance import tolerances as T
+from ipu_keras._src.device import cost
+from ipu_keras._src.device.targets import get_target
 from ipu_keras._src.ops import host_embedding as host
 from ipu_keras.errors import HostEmbeddingError, OpArgumentError
 from ipu_keras.ops import embedding_ops as E
@@ -156,3 +158,70 @@ def test_tf2_training_with_a_tape_that_watches_the_dummy():
     T.FLOAT32.assert_close(losses, want)
     T.FLOAT32.assert_close(variable.numpy(), oracle_table.numpy())
     T.FLOAT32.assert_close(weights.numpy(), oracle_weights.numpy())
+
+
+@pytest.fixture
+def two_replicas():
+    cfg = ipu.config.IPUConfig()
+    cfg.auto_select_ipus = 2
+    cfg.ipu_model.tiles_per_ipu = 16
+    cfg.configure_ipu_system()
+    yield
+    ipu.config.reset_ipu_configuration()
+
+
+def _lookup_loop(lookup):
+    """4 steps x 2 replicas of `lookup` on the infeed's ids: (rows, the execution's report)."""
+    ids = np.arange(16, dtype=np.int32)[::-1].reshape(8, 2)
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.from_tensor_slices(ids))
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+    strategy = ipu.ipu_strategy.IPUStrategy()
+    with strategy.scope():
+        strategy.run(tf.function(lambda: ipu.loops.repeat(
+            4, lambda i: outfeed.enqueue(lookup(i)), infeed_queue=infeed)))
+    return outfeed.dequeue().numpy(), ipu.profiling.last_report(), ids
+
+
+def test_replicas_look_up_the_one_host_table_in_a_device_loop(two_replicas):
+    embedding = E.HostEmbedding("shared", tf.Variable(TABLE))
+    with embedding.register():
+        rows, report, ids = _lookup_loop(embedding.lookup)
+    T.EXACT.assert_close(rows, TABLE[ids].reshape(4, 2, 2, 4))   # [step, replica, 2, 4]
+    # The same loop with the table on the device: the difference is the host transfers,
+    # one per lookup: the 2 ids out (8 bytes), the 2 rows back (32 bytes), a host sync.
+    on_device, device_report, _ = _lookup_loop(lambda i: tf.nn.embedding_lookup(TABLE, i))
+    T.EXACT.assert_close(on_device, rows)
+    target = get_target("ipu2", tiles_per_ipu=16)
+    assert (report.cycles["host_io"] - device_report.cycles["host_io"]
+            == 4 * cost.host_io_cycles(8 + 32, target))
+    assert report.memory["total_bytes"] < device_report.memory["total_bytes"]
+
+
+def test_training_in_a_device_loop_matches_sgd_step_by_step():
+    batches = np.stack(BATCHES)
+    infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(tf.data.Dataset.from_tensor_slices(batches))
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+    variable = tf.Variable(TABLE)
+    embedding = E.HostEmbedding("looped", variable,
+                                optimizer_spec=E.HostEmbeddingOptimizerSpec(LR))
+
+    def body(ids):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(embedding.lookup(ids) - 0.5))
+        watched = tape.watched_variables()
+        for v, g in zip(watched, tape.gradient(loss, watched)):
+            v.assign_sub(LR * g)
+        return outfeed.enqueue(loss)
+
+    strategy = ipu.ipu_strategy.IPUStrategy()
+    with strategy.scope(), embedding.register():
+        strategy.run(tf.function(lambda: ipu.loops.repeat(3, body, infeed_queue=infeed)))
+
+    oracle, want = tf.Variable(TABLE), []
+    for batch in BATCHES:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(oracle, batch) - 0.5))
+        oracle.assign_sub(LR * tf.convert_to_tensor(tape.gradient(loss, oracle)))
+        want.append(loss.numpy())
+    T.FLOAT32.assert_close(outfeed.dequeue().numpy(), want)
+    T.FLOAT32.assert_close(variable.numpy(), oracle.numpy())
