@@ -178,8 +178,8 @@ class HostEmbeddingOptimizerSpec:
 
         def deregister(session):
             table = host.deregister_table(name)
-            if table is None:
-                return
+            if table is None or not isinstance(embedding_tensor, tf.Variable):
+                return   # a plain tensor cannot take the updates back
             if session is None:
                 embedding_tensor.assign(table)
             else:

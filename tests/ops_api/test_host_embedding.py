@@ -225,3 +225,11 @@ def test_training_in_a_device_loop_matches_sgd_step_by_step():
         want.append(loss.numpy())
     T.FLOAT32.assert_close(outfeed.dequeue().numpy(), want)
     T.FLOAT32.assert_close(variable.numpy(), oracle.numpy())
+
+
+def test_a_constant_table_is_looked_up_and_not_written_back():
+    embedding = E.HostEmbedding("constant", tf.constant(TABLE))
+    with embedding.register():
+        rows = embedding.lookup(np.array([[4, 1]], np.int32))   # eagerly, on the CPU
+    T.EXACT.assert_close(rows.numpy(), TABLE[[[4, 1]]])
+    assert not host.is_registered("constant")
