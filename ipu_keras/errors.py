@@ -216,3 +216,21 @@ class OpArgumentError(IPUError, ValueError):
 class HostEmbeddingError(IPUError, RuntimeError):
     """A host embedding was looked up or updated while not registered (outside
     `HostEmbedding.register`), or registered twice under one name."""
+
+
+# -- Keras model options, custom ops (issue 31) ------------------------------------------------
+class ModelOptionError(IPUError, ValueError):
+    """A Keras model option has a value ipu_keras cannot take: `steps_per_execution` that is
+    not a positive integer (a Python or numpy int, or an integer scalar tensor), or a key or
+    value of `set_infeed_queue_options` / `set_outfeed_queue_options` that Graphcore's Keras
+    refused."""
+
+
+class UnknownOptionError(ModelOptionError, TypeError):
+    """An option name the callee does not have (`set_outfeed_queue_options(typo=...)`);
+    a TypeError as for an unexpected keyword argument."""
+
+
+class UnsupportedCustomOpError(IPUError, NotImplementedError):
+    """`ipu.custom_ops` runs user C++ (a Poplar program and codelets, or a host callback)
+    from a compiled library, which the numpy simulator cannot execute."""

@@ -46,6 +46,13 @@ _SUPPORTED = (
     ("ipu.serving.export_keras", "as `export_single_step` for a model created in "
      "`IPUStrategy().scope()`; `iterations` is its `steps_per_execution`; a pipelined "
      "model's stages run in order", "2.6"),
+    ("model.set_infeed_queue_options", "Graphcore's checks; `prefetch_depth` prefetches that "
+     "many batches on the host ahead of the device; `optimise_latency`, `device_ordinal` "
+     "kept without effect", "2.4"),
+    ("model.set_outfeed_queue_options", "Graphcore's checks; `buffer_depth` and "
+     "`optimise_latency` kept without effect (the host buffer is unbounded)", "2.4"),
+    ("model.compile(steps_per_execution=<tensor>)", "an integer scalar tensor or variable "
+     "(`dataset.cardinality()`) is kept as its int", "2.2"),
 )
 
 # Names other work adds (pipelining, accumulation, replication): supported as soon as
@@ -102,8 +109,6 @@ _OPS_PACKAGE = (  # name, how, since, until
 )
 
 _NOT_SUPPORTED = (
-    ("model.set_infeed_queue_options / set_outfeed_queue_options", "the Keras data path "
-     "stages batches itself; no queue options to set", "2.2", None),
     ("ipu.ipu_estimator.IPUEstimator", "TensorFlow 1 estimators are not part of ipu_keras",
      "2.1", None),
     ("ipu.horovod.popdist_strategy.PopDistStrategy", "no `horovod` module: use "
