@@ -234,3 +234,8 @@ class UnknownOptionError(ModelOptionError, TypeError):
 class UnsupportedCustomOpError(IPUError, NotImplementedError):
     """`ipu.custom_ops` runs user C++ (a Poplar program and codelets, or a host callback)
     from a compiled library, which the numpy simulator cannot execute."""
+
+
+class OutfeedIterationError(IPUError, RuntimeError):
+    """`for x in outfeed_queue` where the SDK refused it: in a TF1 graph (iteration is
+    eager only) or on a queue whose mode is not `IPUOutfeedMode.ALL`."""

@@ -24,6 +24,8 @@ _SUPPORTED = (
     ("ipu.ipu_infeed_queue.IPUInfeedQueue", "host thread prefetches `prefetch_depth`", "2.1"),
     ("ipu.ipu_outfeed_queue.IPUOutfeedQueue", "`dequeue` returns tf.Tensors", "2.1"),
     ("ipu.ipu_outfeed_queue.IPUOutfeedMode", "ALL and LAST", "2.1"),
+    ("ipu.ipu_outfeed_queue.IPUOutfeedQueueIterator", "`for x in queue` (eager, mode ALL) "
+     "yields one enqueue at a time, in its structure, until the queue is drained", "2.2"),
     ("ipu.loops.repeat", "a counted loop in the executable", "2.1"),
     ("ipu.scopes.ipu_scope", "the device scope (one simulated system)", "2.1"),
     ("Keras models created in IPUStrategy().scope()", "the IPU trainer mixin is put in front "
