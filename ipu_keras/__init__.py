@@ -11,10 +11,18 @@ of `ipu_keras._src` (tracer -> compiler -> simulator, with the runtime on the ho
 
 Names are loaded on first use, so that the lower layers of `ipu_keras._src` import
 without TensorFlow.
+
+Importing `ipu_keras` also makes `ipu_keras.keras` reachable as `keras.ipu` and
+`tf.keras.ipu` (the SDK 2.6+ spelling; `_src/keras_namespace.py`): the one change
+ipu_keras makes to another package's namespace. Neither Keras nor TensorFlow is loaded
+for it.
 """
 import importlib
 
+from ipu_keras._src import keras_namespace
 from ipu_keras.version import __version__
+
+keras_namespace.install()
 
 _MODULES = (
     "compat", "config", "distributed", "errors", "gradient_accumulation", "ipu_compiler",

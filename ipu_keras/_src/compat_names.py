@@ -28,6 +28,9 @@ _SUPPORTED = (
      "yields one enqueue at a time, in its structure, until the queue is drained", "2.2"),
     ("ipu.loops.repeat", "a counted loop in the executable", "2.1"),
     ("ipu.scopes.ipu_scope", "the device scope (one simulated system)", "2.1"),
+    ("keras.ipu, tf.keras.ipu", "after `import keras` or `from tensorflow import keras`, "
+     "`import ipu_keras` makes them the module `ipu_keras.keras` (also `import keras.ipu`, "
+     "`from keras.ipu.optimizers import ...`)", "2.6"),
     ("Keras models created in IPUStrategy().scope()", "the IPU trainer mixin is put in front "
      "of their class (Sequential, functional, subclassed, keras.applications)", "2.2"),
     ("model.fit / evaluate / predict (steps_per_execution)", "`steps_per_execution` steps "
