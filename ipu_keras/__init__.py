@@ -30,8 +30,8 @@ _MODULES = (
     "optimizers", "profiling", "scopes", "serving", "sharding", "utils",
 )
 # Graphcore's op modules live in `ipu_keras.ops`; the SDK's `ipu` package named them too.
-_OP_MODULES = ("cross_replica_ops", "embedding_ops", "gen_ipu_ops", "nn_ops",
-               "normalization_ops", "pipelining_ops", "rand_ops",
+_OP_MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
+               "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
                "replication_ops")
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),

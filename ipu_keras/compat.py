@@ -26,6 +26,7 @@ DECLARING_MODULES = (
     "ipu_keras.ipu_outfeed_queue",
     "ipu_keras.ops.nn_ops",
     "ipu_keras.ops.rand_ops",
+    "ipu_keras.ops.custom_ops",
     "ipu_keras.utils",
     "ipu_keras.keras.layers",
     "ipu_keras._src.keras.sdk21",

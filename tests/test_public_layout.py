@@ -16,8 +16,8 @@ PUBLIC = {
     "ipu_strategy", "keras", "loops", "ops", "optimizers", "profiling", "scopes", "serving",
     "sharding", "utils", "version",
 }
-OP_MODULES = ("cross_replica_ops", "embedding_ops", "gen_ipu_ops", "nn_ops",
-              "normalization_ops", "pipelining_ops", "rand_ops",
+OP_MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
+              "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
               "replication_ops")
 
 
