@@ -118,8 +118,8 @@ def test_replicated_items_keep_the_replica_axis():
 
 def test_last_mode_is_refused():
     outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue(ipu.ipu_outfeed_queue.IPUOutfeedMode.LAST)
-    with pytest.raises(OutfeedIterationError, match="can only be iterated over if the "
-                                                    "`outfeed_mode` is set to 'IPUOutfeedMode.ALL'"):
+    refusal = "can only be iterated over if the `outfeed_mode` is set to 'IPUOutfeedMode.ALL'"
+    with pytest.raises(OutfeedIterationError, match=refusal):
         iter(outfeed)
     with pytest.raises(RuntimeError):    # the SDK's error class
         for _ in outfeed:
