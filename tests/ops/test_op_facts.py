@@ -35,6 +35,9 @@ NOT_OP_TABLES = {
     ("device/steps.py", "_TO_DATA"): "kinds of a step's fields ('infeed': a feed's index)",
     ("ir/verify.py", "_STATE_PARAMS"): "param names of the state and feed ops",
     ("conformance/catalogue.py", "_ACTIVATIONS"): "Keras activation names",
+    **{("keras/execution_options.py", table): "queue options per feed kind (the model's "
+       "infeed or outfeed queue), not ops" for table in ("_SET_BY_KERAS", "_NOT_FOR_KERAS",
+                                                         "_KNOWN")},
 }
 
 
