@@ -1,4 +1,7 @@
-"""Inline `call` equations: splice the callee's equations in place of the call."""
+"""Inline `call` equations: splice the callee's equations in place of the call.
+
+A call of an outlined function (param `outlined`, `ops/control.py`) stays a call: the
+lowering gives all calls of one body a single body program (`passes/outline.py`)."""
 import dataclasses
 
 from ipu_keras._src.compiler.passes.rewrite import map_graph, substitute
@@ -13,7 +16,7 @@ def _inline_level(equations, outputs):
     out, mapping = [], {}
     for eqn in equations:
         eqn = dataclasses.replace(eqn, inputs=substitute(eqn.inputs, mapping))
-        if get_op(eqn.op).role != "subgraph_call":
+        if get_op(eqn.op).role != "subgraph_call" or "outlined" in eqn.params:
             out.append(eqn)
             continue
         callee = eqn.params["fn"]
