@@ -33,6 +33,7 @@ _MODULES = (
 _OP_MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
                "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
                "replication_ops")
+_OP_MODULES += ("functional_ops",)  # issue 31
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
     "IPUInfeedQueue": ("ipu_infeed_queue", "IPUInfeedQueue"),
@@ -40,6 +41,7 @@ _NAMES = {
     "IPUOutfeedQueue": ("ipu_outfeed_queue", "IPUOutfeedQueue"),
     "IPUStrategy": ("ipu_strategy", "IPUStrategy"),
     "Model": ("keras", "Model"),
+    "outlined_function": ("ops.functional_ops", "outlined_function"),
     "PipelineStage": ("keras", "PipelineStage"),
     "Sequential": ("keras", "Sequential"),
     "supported_ops": ("_src.ops", "supported_tf_ops"),

@@ -239,3 +239,10 @@ class UnsupportedCustomOpError(IPUError, NotImplementedError):
 class OutfeedIterationError(IPUError, RuntimeError):
     """`for x in outfeed_queue` where the SDK refused it: in a TF1 graph (iteration is
     eager only) or on a queue whose mode is not `IPUOutfeedMode.ALL`."""
+
+
+# -- outlined functions and the embedded application runtime (issue 31) ------------------
+class OutlinedFunctionError(IPUError, TypeError):
+    """`functional_ops.outlined_function` was given something it cannot outline: a
+    non-callable, an argument that is not tensor-like, a body returning no tensor."""
+

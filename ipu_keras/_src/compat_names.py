@@ -113,6 +113,16 @@ _OPS_PACKAGE = (  # name, how, since, until
     ("ipu.utils.IPUConfig", "the same class as `ipu.config.IPUConfig`", "2.1", None),
 )
 
+# Outlined functions and the embedded application runtime (issue 31).
+_SUPPORTED += (
+    ("ipu.functional_ops.outlined_function", "one body program per IPU shared by every call "
+     "(arguments copied in, results out, a call overhead per call; the backward pass is "
+     "outlined too); the report lists it once with its calls; `unique_sharding` and "
+     "`keep_input_layouts` are accepted (the body runs on its call's IPU and always gets "
+     "its arguments copied)", "2.0"),
+    ("ipu.outlined_function", "`ipu.functional_ops.outlined_function`", "2.0"),
+)
+
 _NOT_SUPPORTED = (
     ("ipu.ipu_estimator.IPUEstimator", "TensorFlow 1 estimators are not part of ipu_keras",
      "2.1", None),
