@@ -33,7 +33,7 @@ _MODULES = (
 _OP_MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
                "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
                "replication_ops")
-_OP_MODULES += ("functional_ops",)  # issue 31
+_OP_MODULES += ("application_compile_op", "embedded_runtime", "functional_ops")  # issue 31
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
     "IPUInfeedQueue": ("ipu_infeed_queue", "IPUInfeedQueue"),

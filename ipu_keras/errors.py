@@ -246,3 +246,11 @@ class OutlinedFunctionError(IPUError, TypeError):
     """`functional_ops.outlined_function` was given something it cannot outline: a
     non-callable, an argument that is not tensor-like, a body returning no tensor."""
 
+
+class EmbeddedRuntimeError(IPUError, ValueError):
+    """The embedded application runtime was misused: an executable file that is not one,
+    start or call inputs of the wrong number or shape, a stopped engine."""
+
+
+class EmbeddedRuntimeDTypeError(EmbeddedRuntimeError, TypeError):
+    """An embedded runtime call got an input of another dtype than the executable's."""

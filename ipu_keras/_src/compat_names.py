@@ -121,6 +121,21 @@ _SUPPORTED += (
      "`keep_input_layouts` are accepted (the body runs on its call's IPU and always gets "
      "its arguments copied)", "2.0"),
     ("ipu.outlined_function", "`ipu.functional_ops.outlined_function`", "2.0"),
+    ("ipu.application_compile_op.experimental_application_compile_op", "writes the "
+     "simulator's own executable format (a checksummed zip, no pickle) with the "
+     "application's interface; eagerly it compiles at once, in a tf.function or a TF1 "
+     "graph when run; `freeze_variables` embeds the variables' values at that time", "2.2"),
+    ("ipu.embedded_runtime.embedded_runtime_start", "loads the file (refusing Poplar/PopEF "
+     "files clearly) and starts its engine in a background thread; `timeout` is accepted "
+     "and unused", "2.3"),
+    ("ipu.embedded_runtime.embedded_runtime_call", "one infeed element in, one outfeed "
+     "element out (one iteration of the program's loop; the program restarts when its loop "
+     "is done), eagerly or inside a tf.function", "2.3"),
+    ("ipu.embedded_runtime.embedded_runtime_start_and_call", "start, then call", "2.3"),
+    ("ipu.embedded_runtime.embedded_runtime_stop", "raises NotImplementedError, as the "
+     "SDK's", "2.3"),
+    ("ipu.embedded_runtime.RuntimeContext", "`start_output`, `name`, `signature` (inputs, "
+     "streamed inputs and outputs with names, shapes, dtypes), `output_types`", "2.3"),
 )
 
 _NOT_SUPPORTED = (

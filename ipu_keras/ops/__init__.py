@@ -11,8 +11,8 @@ import importlib
 MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
            "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
            "replication_ops")
-# Outlined functions (issue 31).
-MODULES += ("functional_ops",)
+# Outlined functions and the embedded application runtime (issue 31).
+MODULES += ("application_compile_op", "embedded_runtime", "functional_ops")
 
 __all__ = list(MODULES)
 
