@@ -7,6 +7,7 @@ call site), the report's listing, the code counted once and the cost of each cal
 """
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -216,3 +217,49 @@ def test_bad_calls_are_refused():
     empty = functional_ops.outlined_function(lambda x: [], name="empty")
     with pytest.raises(OutlinedFunctionError, match="at least one tensor"):
         tf.function(empty)(tf.ones([1]))
+
+
+class _Block(keras.layers.Layer):
+    """A Keras layer whose call is an outlined function of its input and kernel."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1], shape[-1]),
+                                 initializer=keras.initializers.GlorotUniform(seed=1))
+        self.fn = functional_ops.outlined_function(
+            lambda x, w: tf.nn.gelu(tf.matmul(x, w)), name="block")
+
+    def call(self, x):
+        return self.fn(x, self.w)
+
+
+def _keras_model():
+    inputs = keras.Input((8,), batch_size=4)
+    block = _Block()
+    outputs = keras.layers.Dense(1, kernel_initializer=keras.initializers.GlorotUniform(
+        seed=2))(block(block(inputs)))
+    return keras.Model(inputs, outputs)
+
+
+def test_a_keras_model_trains_through_an_outlined_layer_as_on_the_cpu(tmp_path):
+    x = RNG.randn(32, 8).astype("float32")
+    y = RNG.randn(32, 1).astype("float32")
+    cpu = _keras_model()
+    cpu.compile(keras.optimizers.SGD(0.05), "mse")
+    expected = cpu.fit(x, y, batch_size=4, epochs=2, verbose=0, shuffle=False).history["loss"]
+    ipu.profiling.enable_reports(str(tmp_path))
+    try:
+        with ipu.ipu_strategy.IPUStrategy().scope():
+            model = _keras_model()
+            model.compile(keras.optimizers.SGD(0.05), "mse", steps_per_execution=4)
+            got = model.fit(x, y, batch_size=4, epochs=2, verbose=0,
+                            shuffle=False).history["loss"]
+        ipu.profiling.write_report()
+    finally:
+        ipu.profiling.disable_reports()
+    T.FLOAT32.assert_close(np.array(got), np.array(expected))
+    T.FLOAT32.assert_close(model.get_weights()[0], cpu.get_weights()[0])
+    (path,) = tmp_path.glob("*train_step*/report.json")
+    listed = json.loads(path.read_text())["outlined_functions"]
+    # Two call sites per step, 4 steps per execution: each body ran 8 times.
+    assert [(f["name"], f["call_sites"], f["calls"]) for f in listed] == [
+        ("block", 2, 8), ("block (backward)", 2, 8)]
