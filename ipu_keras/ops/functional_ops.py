@@ -84,6 +84,7 @@ def _outlined(func, name):
     traced = tf.function(body, autograph=False)
 
     @functools.wraps(func)
+    @tf.autograph.experimental.do_not_convert   # the body is traced as written, as the SDK's
     def call(*args, **kwargs):
         if kwargs:
             raise OutlinedFunctionError(

@@ -19,11 +19,13 @@ from ipu_keras._src.device import cost
 from ipu_keras._src.device.executable import Executable
 from ipu_keras._src.device.steps import Call
 from ipu_keras._src.device.targets import get_target
+from ipu_keras._src.driver import executor
 from ipu_keras._src.reports.document import build
 from ipu_keras._src.simulator.engine import Engine
 from ipu_keras._src.tracer.trace import trace
 from ipu_keras.errors import OutlinedFunctionError
 from ipu_keras.ops import functional_ops
+from tests.conftest import configured_ipus
 
 RNG = np.random.RandomState(0)
 W0 = RNG.randn(8, 8).astype("float32") / 3
@@ -263,3 +265,32 @@ def test_a_keras_model_trains_through_an_outlined_layer_as_on_the_cpu(tmp_path):
     # Two call sites per step, 4 steps per execution: each body ran 8 times.
     assert [(f["name"], f["call_sites"], f["calls"]) for f in listed] == [
         ("block", 2, 8), ("block (backward)", 2, 8)]
+
+
+@pytest.fixture
+def two_ipus():
+    yield from configured_ipus(2)
+
+
+def test_calls_on_two_ipus_get_one_body_per_ipu(two_ipus):
+    w = tf.Variable(W0)
+    blk = functional_ops.outlined_function(lambda x: tf.nn.relu(tf.matmul(x, w)),
+                                           unique_sharding=True, name="blk")
+
+    def step(x):
+        with tf.GradientTape() as tape:
+            with ipu.scopes.ipu_shard(0):
+                y = blk(x)
+            with ipu.scopes.ipu_shard(1):
+                loss = tf.reduce_sum(tf.square(blk(blk(y))))
+        return loss, tape.gradient(loss, w)
+
+    with ipu.ipu_strategy.IPUStrategy().scope():
+        got = ipu.ipu_strategy.IPUStrategy().run(tf.function(step), args=(X,))
+    for a, b in zip(got, tf.function(step)(X)):
+        T.FLOAT32.assert_close(np.asarray(a), b.numpy())
+    exe = executor.last_compiled().executable
+    calls = [(s.name, s.body_block) for b in exe.blocks for s in b.steps
+             if isinstance(s, Call)]
+    forward = [body for name, body in calls if name == "blk"]
+    assert len(forward) == 3 and len(set(forward)) == 2   # IPU 0's body, IPU 1's body
