@@ -117,7 +117,8 @@ _OPS_PACKAGE = (  # name, how, since, until
 _SUPPORTED += (
     ("ipu.functional_ops.outlined_function", "one body program per IPU shared by every call "
      "(arguments copied in, results out, a call overhead per call; the backward pass is "
-     "outlined too); the report lists it once with its calls; `unique_sharding` and "
+     "outlined too; a stateful body is inlined, as in the SDK); the report lists it once "
+     "with its calls; `unique_sharding` and "
      "`keep_input_layouts` are accepted (the body runs on its call's IPU and always gets "
      "its arguments copied)", "2.0"),
     ("ipu.outlined_function", "`ipu.functional_ops.outlined_function`", "2.0"),

@@ -13,7 +13,8 @@ counted once in tile memory and its cycles once per call.
 
 Arguments are the function's positional tensors (runtime values); other values reach the
 body through closures, as in the SDK. Variables the body uses are the same variables on
-every call.
+every call. A stateful body (one that assigns a variable, such as a random seed Keras
+updates, or uses a feed) cannot be reused and is inlined at each call, as in the SDK.
 """
 import functools
 import re

@@ -40,6 +40,17 @@ def test_the_inline_pass_keeps_outlined_calls():
     assert [e.op for e in graph.equations] == ["call", "call"]
 
 
+def test_a_stateful_body_is_inlined_as_in_the_sdk():
+    inner = Builder()
+    a = new_input((8,), "float32")
+    inner.emit("write_var", [a], var=0, mode="add")
+    stateful = inner.graph([a], [inner.emit("neg", [a])])
+    b = Builder()
+    x = new_input((8,), "float32")
+    graph = inline_calls(b.graph([x], [b.emit("call", [x], fn=stateful, outlined="f")]))
+    assert [e.op for e in graph.equations] == ["write_var", "neg"]
+
+
 def test_calls_of_one_body_share_its_block_and_run_it_each_time():
     exe = compile_graph(twice(), small_target(4))
     calls = [s for s in exe.blocks[0].steps if isinstance(s, Call)]

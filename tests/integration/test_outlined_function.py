@@ -267,6 +267,27 @@ def test_a_keras_model_trains_through_an_outlined_layer_as_on_the_cpu(tmp_path):
         ("block", 2, 8), ("block (backward)", 2, 8)]
 
 
+def test_a_body_assigning_a_variable_is_inlined_and_still_right():
+    counter = tf.Variable(0.0)
+
+    def counted(x):
+        counter.assign_add(1.0)
+        return x * 2
+
+    blk = functional_ops.outlined_function(counted)
+
+    def fn(x):
+        return blk(blk(x))
+
+    traced = trace(tf.function(fn), (X,))
+    exe = compile_graph(traced.graph, get_target("ipu2", tiles_per_ipu=16))
+    assert not any(isinstance(s, Call) for b in exe.blocks for s in b.steps)
+    state = [np.float32(0)]
+    (got,) = Engine(exe).run([X], state, _NoStreams())
+    T.FLOAT32.assert_close(got, 4 * X)
+    assert state[0] == 2.0
+
+
 @pytest.fixture
 def two_ipus():
     yield from configured_ipus(2)
