@@ -10,7 +10,8 @@ collective op, control flow hands as many values in as it takes out, and every s
 step reads was written before it (by the program's inputs, a constant, a loop's or
 branch's entry, or an earlier step of the enclosing blocks). An outlined function's body
 (`Call`) is checked once, on its inputs, the program's inputs and the constants only,
-since it runs wherever it is called; every call must hand it as many values as it takes.
+since it runs wherever it is called; every call must hand it as many values as it takes,
+and no block may run itself through calls.
 
 `check_program(fields)` raises `Malformed` (expected, received), which the loader
 reports as an `ExecutableFormatError`. What it cannot see is a program that is
@@ -181,11 +182,32 @@ class _Flow:
         return out
 
 
+def _no_cycle(blocks):
+    """Raises `Malformed` if a block runs itself through calls (other sub-blocks always
+    have larger indices than their parents), which the engine would recurse into forever."""
+    state = [0] * len(blocks)   # 0 unvisited, 1 on the path, 2 done
+
+    def visit(index):
+        state[index] = 1
+        for step in blocks[index].steps:
+            for sub in step.blocks:
+                _expect(state[sub] != 1, "calls that do not form a cycle",
+                        f"block {index} runs block {sub}")
+                if state[sub] == 0:
+                    visit(sub)
+        state[index] = 2
+
+    for index in range(len(blocks)):
+        if state[index] == 0:
+            visit(index)
+
+
 def check_program(fields):
     """Raises `Malformed` unless the loaded fields of an `Executable` mean a program the
     engine can run (module docstring)."""
     _target(fields["target"])
     _interface(fields)
+    _no_cycle(fields["blocks"])
     written = set(fields["inputs"]) | {slot for slot, _ in fields["constants"]}
     flow = _Flow(fields["blocks"], all_ops(), written)
     flow.block(0, written)

@@ -13,8 +13,8 @@ A program is blocks of steps. Each step kind is a frozen record with named field
 Slot fields hold a slot (an int) or a tuple of them; `*_block` fields the index of a
 sub-block, always larger than that of the block holding the step, except a `Call`'s
 `body_block`: one body serves every call of the function, wherever they are, so it may
-be any block but the main one and the caller's own; the loader refuses a program whose
-calls form a cycle. Every step also says
+be any block but the main one and the caller's own (`checks.py` refuses a program whose
+calls form a cycle). Every step also says
 what it `reads` and `writes` in its block and which `blocks` it runs, so that no reader
 needs a table of field positions. A `Block` holds its steps, its `cycles` per kind
 (`CYCLE_KINDS`), its `profile` (`ProfileRow`s for reports), the `sources` of its steps
@@ -489,25 +489,5 @@ def blocks_from_data(data, decode, slots, variables, infeeds, outfeeds):
     for index, block in enumerate(data):
         bounds.block = index
         blocks.append(_block_from_data(block, bounds))
-    _no_cycle(blocks)
     return blocks
 
-
-def _no_cycle(blocks):
-    """Raises `Malformed` if a block runs itself through calls (other sub-blocks always
-    have larger indices than their parents)."""
-    state = [0] * len(blocks)   # 0 unvisited, 1 on the path, 2 done
-
-    def visit(index):
-        state[index] = 1
-        for step in blocks[index].steps:
-            for sub in step.blocks:
-                if state[sub] == 1:
-                    _expect(False, "calls that do not form a cycle", f"block {index}", sub)
-                if state[sub] == 0:
-                    visit(sub)
-        state[index] = 2
-
-    for index in range(len(blocks)):
-        if state[index] == 0:
-            visit(index)
