@@ -90,7 +90,7 @@ def embedded_runtime_start(executable_file, inputs, name, timeout=None):
     if not isinstance(inputs, list):
         raise EmbeddedRuntimeError(
             f"Expected the inputs to be a list. Received: inputs={inputs!r:.80}.")
-    runtime = embedded.start(path, [_array(x) for x in inputs], name)
+    runtime = embedded.start(path, _arrays(inputs, specs), name)
     return RuntimeContext(name, executable_file, runtime, tf.constant(name))
 
 
@@ -116,7 +116,8 @@ def embedded_runtime_call(inputs, context):
     inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     out_types = context.output_types()
     if all(not tf.is_symbolic_tensor(x) for x in inputs) and tf.executing_eagerly():
-        return [tf.constant(r) for r in runtime.call([_array(x) for x in inputs])]
+        arrays = _arrays(inputs, runtime.signature["streamed_inputs"])
+        return [tf.constant(r) for r in runtime.call(arrays)]
     specs = runtime.signature["streamed_inputs"]
     inputs = [tf.convert_to_tensor(x, dtype_hint=s["dtype"]) for x, s in zip(inputs, specs)] \
         if len(inputs) == len(specs) else [tf.convert_to_tensor(x) for x in inputs]
@@ -151,8 +152,18 @@ class _Spec:
         self.dtype = np.dtype(tensor.dtype.as_numpy_dtype)
 
 
-def _array(value):
-    return value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+def _arrays(values, specs):
+    """`values` as arrays; Python numbers and lists take the dtype the executable expects
+    (as TensorFlow would convert them), arrays and tensors keep theirs."""
+    arrays = []
+    for i, value in enumerate(values):
+        if hasattr(value, "numpy"):
+            arrays.append(value.numpy())
+        elif isinstance(value, (int, float, list, tuple)) and i < len(specs):
+            arrays.append(np.asarray(value, dtype=specs[i]["dtype"]))
+        else:
+            arrays.append(np.asarray(value))
+    return arrays
 
 
 def _path(executable_file):

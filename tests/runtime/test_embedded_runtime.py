@@ -153,6 +153,8 @@ def test_bad_call_inputs(frozen):
     assert issubclass(EmbeddedRuntimeDTypeError, TypeError)
     result, _ = embedded_runtime.embedded_runtime_call([batch(3)], ctx)   # still serving
     T.FLOAT32.assert_close(result.numpy(), layer(batch(3), W, 0.5).numpy())
+    result, _ = embedded_runtime.embedded_runtime_call([batch(1).tolist()], ctx)  # a list
+    T.FLOAT32.assert_close(result.numpy(), layer(batch(1), W, 0.5).numpy())
 
 
 def test_files_that_are_no_application_are_refused(tmp_path, frozen):
