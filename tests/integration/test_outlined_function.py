@@ -315,3 +315,35 @@ def test_calls_on_two_ipus_get_one_body_per_ipu(two_ipus):
              if isinstance(s, Call)]
     forward = [body for name, body in calls if name == "blk"]
     assert len(forward) == 3 and len(set(forward)) == 2   # IPU 0's body, IPU 1's body
+
+
+def test_a_tensorflow_1_graph_outlines_its_calls_too(tmp_path):
+    """In a TF1 graph run by a Session (whose cluster renames the library's functions),
+    the calls and their gradient are outlined and give the CPU's numbers."""
+    v1 = tf.compat.v1
+    ipu.profiling.enable_reports(str(tmp_path))
+    try:
+        with tf.Graph().as_default():
+            w = v1.get_variable("w", initializer=W0, use_resource=True)
+            blk = functional_ops.outlined_function(lambda x: tf.nn.relu(tf.matmul(x, w)))
+            x = v1.placeholder(tf.float32, X.shape)
+
+            def net(x):
+                loss = tf.reduce_sum(tf.square(blk(blk(x))))
+                return loss, tf.gradients(loss, w)[0]
+
+            with ipu.scopes.ipu_scope("/device:IPU:0"):
+                on_ipu = ipu.ipu_compiler.compile(net, [x])
+            on_cpu = net(x)
+            with v1.Session() as sess:
+                sess.run(v1.global_variables_initializer())
+                got, expected = sess.run([on_ipu, on_cpu], {x: X})
+        ipu.profiling.write_report()
+    finally:
+        ipu.profiling.disable_reports()
+    for a, b in zip(got, expected):
+        T.FLOAT32.assert_close(a, b)
+    (path,) = tmp_path.glob("*/report.json")
+    listed = json.loads(path.read_text())["outlined_functions"]
+    assert [(f["name"], f["call_sites"], f["calls"]) for f in listed] == [
+        ("function", 2, 2), ("function (backward)", 2, 2)]

@@ -104,7 +104,7 @@ OUTLINED_END = "__"
 """Ends the outlined function's name in the TensorFlow function's name (TensorFlow then
 appends `_<number>`s)."""
 _OUTLINED = re.compile(r"(__backward_)?" + OUTLINED_MARK + r"(\w*?)" + OUTLINED_END
-                       + r"(?:_\d+)+$")
+                       + r"_\d")   # TensorFlow's numbers (and the TF1 path's suffix) follow
 
 
 def outlined_name(fn_name):
