@@ -13,7 +13,8 @@ counted once in tile memory and its cycles once per call.
 
 Arguments are the function's positional tensors (runtime values); other values reach the
 body through closures, as in the SDK. Variables the body uses are the same variables on
-every call. A stateful body (one that assigns a variable, such as a random seed Keras
+every call, including those it gets with TF1's `get_variable` (reused, as in the SDK's
+examples). A stateful body (one that assigns a variable, such as a random seed Keras
 updates, or uses a feed) cannot be reused and is inlined at each call, as in the SDK.
 """
 import functools
@@ -74,7 +75,11 @@ def outlined_function(func=None, unique_sharding=False, keep_input_layouts=None,
 def _outlined(func, name):
     """`func` run through one `tf.function` whose name marks it as outlined."""
     def body(*args):
-        outputs = func(*args)
+        # TF1's get_variable in the body gives the same variable on every call (and on
+        # TensorFlow's second trace of a body that creates variables).
+        v1 = tf.compat.v1
+        with v1.variable_scope(v1.get_variable_scope(), reuse=v1.AUTO_REUSE):
+            outputs = func(*args)
         if not tf.nest.flatten(outputs):
             raise OutlinedFunctionError(
                 f"The outlined function '{name}' must return at least one tensor. "

@@ -347,3 +347,23 @@ def test_a_tensorflow_1_graph_outlines_its_calls_too(tmp_path):
     listed = json.loads(path.read_text())["outlined_functions"]
     assert [(f["name"], f["call_sites"], f["calls"]) for f in listed] == [
         ("function", 2, 2), ("function (backward)", 2, 2)]
+
+
+def test_get_variable_in_the_body_is_one_variable_for_every_call():
+    """As the SDK's function_block1 example: TF1's get_variable inside the body."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        @functional_ops.outlined_function
+        def blk(a):
+            with v1.variable_scope("vs", use_resource=True):
+                w = v1.get_variable("w", initializer=W0)
+            return tf.matmul(a, w)
+
+        x = v1.placeholder(tf.float32, X.shape)
+        with ipu.scopes.ipu_scope("/device:IPU:0"):
+            (on_ipu,) = ipu.ipu_compiler.compile(lambda x: blk(blk(x)), [x])
+        assert [v.name for v in v1.global_variables()] == ["vs/w:0"]
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            got = sess.run(on_ipu, {x: X})
+    T.FLOAT32.assert_close(got, X @ W0 @ W0)
