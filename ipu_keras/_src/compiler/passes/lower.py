@@ -161,7 +161,7 @@ class _Lowering:
     def cycles(self, eqn):
         """[compute, exchange, sync, host_io] cycles of one execution of `eqn`."""
         target, opdef = self.target, get_op(eqn.op)
-        if is_outlined(eqn):
+        if opdef.role == "subgraph_call" and is_outlined(eqn):
             compute, sync = cost_model.call_cycles(
                 [self._busiest_bytes(eqn.inputs), self._busiest_bytes(eqn.outputs)], target)
             return [compute, 0, sync, 0]

@@ -186,6 +186,8 @@ def walk_once(graph, seen=None):
     seen = set() if seen is None else seen
     for eqn in graph.equations:
         yield eqn
+        if not eqn.subgraphs():
+            continue
         if is_outlined(eqn):
             key = body_key(eqn)
             if key in seen:
