@@ -16,8 +16,9 @@ fields in order: `["exec", op, ins, outs, params]`), rebuilt and checked on load
 malformed step or block, or a field naming a slot, variable, feed or block out of range,
 is refused with `ExecutableFormatError` as well, and so is a file of another
 `FORMAT_VERSION` (2 since the steps were typed, 3 since outlined functions' `Call` steps;
-the executable cache's keys hold the version, so such an entry is recompiled). Block 0 is the main program; a block's
-sub-blocks have larger indices. `constants` lists [slot, array] pairs the engine presets
+the executable cache's keys hold the version, so such an entry is recompiled). Block 0
+is the main program; a block's sub-blocks have larger indices, except the shared body of
+an outlined function's calls. `constants` lists [slot, array] pairs the engine presets
 before running.
 
 A file may carry a `binding` (JSON data: the executable cache's key and graph

@@ -7,8 +7,9 @@
   such a call stays a call, and every call of the same body shares one body program.
 
 An outlined function reaches the tracer as a call of a TensorFlow function whose name
-is `OUTLINED_MARK`, the name, `OUTLINED_END` (`outlined_name`); TensorFlow names the forward and backward
-functions it derives for gradients after it, so the backward pass is outlined too.
+holds `OUTLINED_MARK`, the function's name and `OUTLINED_END` (`outlined_name`);
+TensorFlow names the forward and backward functions it derives for gradients after it,
+so the backward pass is outlined too.
 
 A call marked as one IPU op (`_ipu_op`, see `tracer/marked.py`) is not a `call`: it is
 imported by the importer registered for the op's type name, with its params.

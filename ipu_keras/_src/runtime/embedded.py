@@ -184,4 +184,5 @@ class _Streams:
             "needs replicas. Compile the application without replication.")
 
 
-__all__ = ["SIGNATURE", "SIGNATURE_VERSION", "RuntimeEngine", "check_inputs", "load_application", "start"]
+__all__ = ["SIGNATURE", "SIGNATURE_VERSION", "RuntimeEngine", "check_inputs",
+           "load_application", "start"]

@@ -9,8 +9,9 @@ at a time, so that those stay in the cache (`fusion.py`), an op followed by the 
 reader of its output runs as one kernel where its family registered one (`pairs.py`),
 and two independent products next to each other run at once, one per core
 (`siblings.py`). An outlined function's body is one block that every call of it runs
-(`Call`), its count the number of calls. Cycles are not added up while running: each block counts how often it
-ran, and `cycles()` multiplies those counts by the cost tables the compiler computed.
+(`Call`), its count the number of calls. Cycles are not added up while running: each
+block counts how often it ran, and `cycles()` multiplies those counts by the cost tables
+the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object

@@ -3,9 +3,9 @@
 As in the SDK, the op is built into the graph and compiles when a `Session` runs it: the
 function's ops are cut out as a cluster (`cluster.py`), and the op, a `py_function` on
 the CPU, binds the cluster's infeeds to stand-ins of their element types (the embedded
-runtime's calls feed the program, so the queues need no initialiser), reads its variables (their values when
-the op runs: what `freeze_variables` embeds), compiles it and writes the application file
-(`driver/application.py`), returning its path.
+runtime's calls feed the program, so the queues need no initialiser), reads its
+variables (their values when the op runs: what `freeze_variables` embeds), compiles it
+and writes the application file (`driver/application.py`), returning its path.
 """
 import tensorflow as tf
 
