@@ -30,10 +30,10 @@ _MODULES = (
     "optimizers", "profiling", "scopes", "serving", "sharding", "utils",
 )
 # Graphcore's op modules live in `ipu_keras.ops`; the SDK's `ipu` package named them too.
-_OP_MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
+_OP_MODULES = ("application_compile_op", "cross_replica_ops", "custom_ops",
+               "embedded_runtime", "embedding_ops", "functional_ops", "gen_ipu_ops",
                "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
                "replication_ops")
-_OP_MODULES += ("application_compile_op", "embedded_runtime", "functional_ops")  # issue 31
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
     "IPUInfeedQueue": ("ipu_infeed_queue", "IPUInfeedQueue"),

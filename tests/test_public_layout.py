@@ -16,10 +16,10 @@ PUBLIC = {
     "ipu_strategy", "keras", "loops", "ops", "optimizers", "profiling", "scopes", "serving",
     "sharding", "utils", "version",
 }
-OP_MODULES = ("cross_replica_ops", "custom_ops", "embedding_ops", "gen_ipu_ops",
+OP_MODULES = ("application_compile_op", "cross_replica_ops", "custom_ops",
+              "embedded_runtime", "embedding_ops", "functional_ops", "gen_ipu_ops",
               "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
               "replication_ops")
-OP_MODULES += ("application_compile_op", "embedded_runtime", "functional_ops")
 
 
 def test_the_top_of_the_package_holds_only_the_public_modules():
