@@ -10,6 +10,7 @@ micro-batch body is first traced (their shapes are known only then).
 """
 import contextlib
 import json
+import weakref
 
 import tensorflow as tf
 
@@ -21,9 +22,11 @@ class OptimizerFunctionOutput:
     """What a pipeline's `optimizer_function` returns: the optimizer and the loss.
 
     Args:
-        opt: A Keras optimizer (or anything with `apply_gradients`).
+        opt: A Keras optimizer, or a TensorFlow 1 `tf.compat.v1.train.Optimizer` (or
+            anything with `apply_gradients`).
         loss: The loss tensor of the micro-batch.
-        compute_gradients_args, compute_gradients_kwargs: For TF1 optimizers only.
+        compute_gradients_args, compute_gradients_kwargs: Arguments of a TensorFlow 1
+            optimizer's `compute_gradients(loss, ...)` (e.g. `var_list`).
         apply_gradients_args, apply_gradients_kwargs: Extra arguments of
             `apply_gradients`.
         variables: The variables to train; default: those the loss was computed from.
@@ -41,7 +44,7 @@ class OptimizerFunctionOutput:
         if not tf.is_tensor(loss):
             raise TypeError(f"OptimizerFunctionOutput.loss must be a tensor. Received: "
                             f"loss={loss!r}")
-        if compute_gradients_args or compute_gradients_kwargs:
+        if (compute_gradients_args or compute_gradients_kwargs) and not _is_v1(opt):
             raise ValueError(
                 "OptimizerFunctionOutput expected no compute_gradients_args or "
                 "compute_gradients_kwargs with a Keras optimizer. Received: "
@@ -49,12 +52,19 @@ class OptimizerFunctionOutput:
                 f"compute_gradients_kwargs={compute_gradients_kwargs!r}")
         self.opt = opt
         self.loss = loss
+        self.compute_gradients_args = tuple(compute_gradients_args)
+        self.compute_gradients_kwargs = dict(compute_gradients_kwargs or {})
         self.apply_gradients_args = tuple(apply_gradients_args)
         self.apply_gradients_kwargs = dict(apply_gradients_kwargs or {})
         self.variables = tuple(variables)
         self.tape = tape
         self.gradient_capture_context = gradient_capture_context
         self.captured_gradient_outfeed = captured_gradient_outfeed
+
+
+def _is_v1(opt):
+    """A TensorFlow 1 optimizer: gradients come from its own `compute_gradients`."""
+    return isinstance(opt, tf.compat.v1.train.Optimizer)
 
 
 class _Buffers:
@@ -72,12 +82,17 @@ class _Buffers:
         self.variables = []
 
     def make(self, like):
-        key = (self.key, tuple((tuple(t.shape), self._dtype(t).name) for t in like))
-        if key not in _MADE:
-            with tf.init_scope():
-                _MADE[key] = [tf.Variable(tf.zeros(t.shape, self._dtype(t)), trainable=False)
-                              for t in like]
-        self.variables = _MADE[key]
+        key = (self.key, tuple((tuple(t.shape.as_list()), self._dtype(t).name) for t in like))
+        with tf.init_scope():
+            # A TensorFlow 1 graph keeps its own buffers (initialised with its variables).
+            made = _MADE if tf.executing_eagerly() else _GRAPH_MADE.setdefault(
+                tf.compat.v1.get_default_graph(), {})
+            if key not in made:
+                made[key] = [tf.compat.v1.Variable(tf.zeros(t.shape, self._dtype(t)),
+                                                   trainable=False, use_resource=True,
+                                                   name=f"pipeline_{self.key[-1]}")
+                             for t in like]
+        self.variables = made[key]
         return self.variables
 
     def _dtype(self, tensor):
@@ -90,6 +105,7 @@ class _Buffers:
 
 
 _MADE = {}
+_GRAPH_MADE = weakref.WeakKeyDictionary()
 
 
 def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
@@ -103,12 +119,16 @@ def build(options, inputs, infeed_queue, outfeed_queue, optimizer_function,
 
     def run(r):
         with _pipeline_attributes(options, stage_options):
-            tf.while_loop(lambda i: i < options.count, state.micro_batch, [tf.constant(0)])
-        with tf.control_dependencies(state.after_run()):
+            done = tf.while_loop(lambda i: i < options.count, state.micro_batch,
+                                 [tf.constant(0)])
+        # Explicit order: a TensorFlow 1 graph adds no automatic control dependencies.
+        with tf.control_dependencies(tf.nest.flatten(done)):
+            effects = state.after_run()
+        with tf.control_dependencies(effects + tf.nest.flatten(done)):
             return r + 1
 
     final = tf.while_loop(lambda r: r < options.repeat, run, [tf.constant(0)])
-    with tf.control_dependencies([final]):
+    with tf.control_dependencies(tf.nest.flatten(final)):
         return tf.no_op(name="pipeline")
 
 
@@ -179,14 +199,9 @@ class _State:
         if not isinstance(out, OptimizerFunctionOutput):
             raise TypeError("The optimizer_function must return an OptimizerFunctionOutput. "
                             f"Received: {out!r}")
-        variables = list(out.variables) or [v for v in tape.watched_variables() if v.trainable]
-        if not variables:
-            raise RuntimeError("No variables to optimize: the pipeline's loss depends on no "
-                               "trainable variable. Received: OptimizerFunctionOutput.variables"
-                               "=() and no variable read by the stages.")
+        grads, variables = self.gradients(tape, out)
         self.opt, self.variables = out.opt, variables
         self.apply_args = (out.apply_gradients_args, out.apply_gradients_kwargs)
-        grads = tape.gradient(out.loss, variables)
         grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                  for g, v in zip(grads, variables)]
         buffers = self.grads.variables or self.grads.make(grads)
@@ -198,6 +213,26 @@ class _State:
                 updates.append(b.assign(self._reduce(b, tf.cast(g, b.dtype), i)))
         return updates
 
+    @staticmethod
+    def gradients(tape, out):
+        """The micro-batch's gradients and their variables; a TensorFlow 1 optimizer's
+        `compute_gradients` gives them, as in the original (unused variables dropped)."""
+        if _is_v1(out.opt):
+            pairs = out.opt.compute_gradients(out.loss, *out.compute_gradients_args,
+                                              **out.compute_gradients_kwargs)
+            pairs = [(g, v) for g, v in pairs if g is not None]
+            variables = [v for _, v in pairs]
+        else:
+            variables = list(out.variables) or [v for v in tape.watched_variables()
+                                                if v.trainable]
+        if not variables:
+            raise RuntimeError("No variables to optimize: the pipeline's loss depends on no "
+                               "trainable variable. Received: OptimizerFunctionOutput.variables"
+                               "=() and no variable read by the stages.")
+        if _is_v1(out.opt):
+            return [g for g, _ in pairs], variables
+        return tape.gradient(out.loss, variables), variables
+
     def _reduce(self, buffer, grad, i):
         method = self.o.reduction.name
         if method == "SUM":
@@ -208,22 +243,31 @@ class _State:
         return buffer * (n / (n + 1)) + grad / (n + 1)
 
     def outfed_training(self, outputs, loss):
+        """What a training pipeline outfeeds: the loss alone (`outfeed_loss`), else the
+        last stage's unmasked outputs as a list (one output too), as the original."""
         if self.o.outfeed_loss:
             return loss
+        outputs = _as_list(outputs)
         if self.o.mask is not None:
-            flat = tf.nest.flatten(outputs)
-            if len(self.o.mask) != len(flat):
+            if len(self.o.mask) != len(outputs):
                 raise PipelineError(
-                    f"outfeed_mask must have one entry per output of the last stage: "
-                    f"{len(self.o.mask)} != {len(flat)}. Received: outfeed_mask={self.o.mask!r}")
-            kept = [t for t, drop in zip(flat, self.o.mask) if not drop]
-            return kept[0] if len(kept) == 1 else kept
+                    f"The last computational stage has {len(outputs)} outputs, but the "
+                    f"`outfeed_mask` has elements {len(self.o.mask)} - these need to match in "
+                    f"size. Received: outfeed_mask={self.o.mask!r}")
+            outputs = [t for t, drop in zip(outputs, self.o.mask) if not drop]
         return outputs
 
     def send(self, outputs):
+        """Enqueues (or accumulates) one micro-batch's results. In inference a dict or a
+        tensor is enqueued as it is and other structures as a list; accumulated results
+        are enqueued as a list (the loss alone with `outfeed_loss`), as the original."""
+        if isinstance(outputs, tf.Operation):
+            return []
         flat = [t for t in tf.nest.flatten(outputs) if t is not None]
         if not flat:
             return []
+        if not isinstance(outputs, (dict, tf.Tensor)):
+            outputs = _as_list(outputs)
         if self.outfeed is None:
             raise PipelineError(
                 "The last computational stage has tensor outputs: "
@@ -239,7 +283,7 @@ class _State:
         effects = []
         if self.o.accumulate and self.sums.variables:
             totals = [v.read_value() for v in self.sums.variables]
-            effects.append(self.outfeed.enqueue(totals[0] if len(totals) == 1 else totals))
+            effects.append(self.outfeed.enqueue(totals[0] if self.o.outfeed_loss else totals))
             with tf.control_dependencies(effects):
                 effects += self.sums.clear()
         if self.o.training:
@@ -253,6 +297,10 @@ class _State:
             with tf.control_dependencies(deps + grads):
                 effects += self.grads.clear()
         return effects
+
+
+def _as_list(values):
+    return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
 def _as_args(outputs):
