@@ -60,7 +60,7 @@ def test_loops_repeat_with_an_infeed_matches_tensorflow():
 
     strategy = ipu.ipu_strategy.IPUStrategy()
     with strategy.scope():
-        (total,) = strategy.run(program)
+        total = strategy.run(program)
     T.FLOAT32.assert_close(total, data.sum(axis=0))
 
 
