@@ -26,7 +26,11 @@ _SUPPORTED = (
     ("ipu.ipu_outfeed_queue.IPUOutfeedMode", "ALL and LAST", "2.1"),
     ("ipu.ipu_outfeed_queue.IPUOutfeedQueueIterator", "`for x in queue` (eager, mode ALL) "
      "yields one enqueue at a time, in its structure, until the queue is drained", "2.2"),
-    ("ipu.loops.repeat", "a counted loop in the executable", "2.1"),
+    ("ipu.loops.repeat", "a counted loop in the executable; the body returns tensors then "
+     "operations (run every iteration, not carried), as the SDK", "2.1"),
+    ("ipu.pipelining_ops.pipeline", "stages on the simulated IPUs, gradients accumulated on "
+     "the device; in tf.function and in TF1 graphs (`ipu_compiler.compile`); results leave "
+     "through the outfeed in the SDK's structures", "2.1"),
     ("ipu.scopes.ipu_scope", "the device scope (one simulated system)", "2.1"),
     ("keras.ipu, tf.keras.ipu", "after `import keras` or `from tensorflow import keras`, "
      "`import ipu_keras` makes them the module `ipu_keras.keras` (also `import keras.ipu`, "
