@@ -64,7 +64,8 @@ class OptimizerFunctionOutput:
 
 def _is_v1(opt):
     """A TensorFlow 1 optimizer: gradients come from its own `compute_gradients`."""
-    return isinstance(opt, tf.compat.v1.train.Optimizer)
+    v1 = tf.compat.v1.train.Optimizer     # also through a CrossReplicaOptimizer wrapper
+    return isinstance(opt, v1) or isinstance(getattr(opt, "_opt", None), v1)
 
 
 class _Buffers:

@@ -2,6 +2,8 @@
 
 Its methods run inside traced user code; they are plain Python, so AutoGraph is told not
 to convert them (it mis-resolved calls on this `__getattr__`-forwarding class)."""
+import inspect
+
 import tensorflow as tf
 
 from ipu_keras._src.tracer.marked import cross_replica_mean
@@ -34,3 +36,16 @@ class CrossReplicaOptimizer:
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         reduced = [(None if g is None else self._reduce(g), v) for g, v in grads_and_vars]
         return self._opt.apply_gradients(reduced, *args, **kwargs)
+
+    @tf.autograph.experimental.do_not_convert
+    def minimize(self, loss, *args, **kwargs):
+        """A TensorFlow 1 optimizer's `minimize`, through this wrapper's `apply_gradients`
+        (so the gradients are averaged over the replicas, as the original's TF1 class)."""
+        if not isinstance(self._opt, tf.compat.v1.train.Optimizer):
+            return self._opt.minimize(loss, *args, **kwargs)
+        arguments = inspect.signature(tf.compat.v1.train.Optimizer.minimize).bind(
+            self._opt, loss, *args, **kwargs).arguments
+        del arguments["self"]
+        global_step, name = arguments.pop("global_step", None), arguments.pop("name", None)
+        grads_and_vars = self._opt.compute_gradients(**arguments)
+        return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)

@@ -59,11 +59,54 @@ def compile_in_graph(computation, inputs):
     return cluster.build()
 
 
+def _cut(graph, whole, dest, new_names):
+    """The nodes of the cluster, walking back from `dest`, and the tensors it reads
+    from ops made before `compile` that run on the host (as the original's compiled
+    cluster took captured tensors as inputs): a dataset iterator's `get_next()`, or any
+    computation outside the function. Placeholders, variables, constants, and
+    resources or datasets are taken into the cluster (bound or copied) instead.
+
+    Returns:
+        (kept node names, host tensor names in order, host op names to run first).
+    """
+    nodes = {n.name: n for n in whole.node}
+    keep, host, host_deps, stack = set(), [], set(), list(dest)
+    while stack:
+        name = stack.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        for item in nodes[name].input:
+            source, _, index = item.lstrip("^").partition(":")
+            if name in new_names and source not in new_names and _on_host(graph, source):
+                if item.startswith("^"):
+                    host_deps.add(source)
+                elif f"{source}:{index or 0}" not in host:
+                    host.append(f"{source}:{index or 0}")
+                continue
+            stack.append(source)
+    return keep, host, sorted(host_deps)
+
+
+def _on_host(graph, name):
+    op = graph.get_operation_by_name(name)
+    if op.type in ("Placeholder", "VarHandleOp", "Const", "VariableV2", "Variable"):
+        return False
+    from ipu_keras._src.tf1 import feeds  # noqa: PLC0415 - feeds imports queues lazily
+
+    if feeds.queue_of_iterator(graph, name) is not None:
+        return False
+    if any(t.dtype._is_ref_dtype for t in op.inputs):  # noqa: SLF001 - a v1 variable's read
+        return False
+    return all(t.dtype not in (tf.resource, tf.variant) for t in op.outputs)
+
+
 class Cluster:
     """The cut-out ops of one `compile` call and the host op that runs them."""
 
     def __init__(self, graph, outputs, new_ops, initializers, name):
         self.name = name
+        self.graph = graph
         self.outputs = outputs
         setup = _initialization_ops(graph, initializers)
         effects = [op.name for op in new_ops
@@ -71,10 +114,19 @@ class Cluster:
                    and op.type not in _VARIABLE_SETUP]
         dest = sorted({t.op.name for t in outputs} | set(effects))
         whole = graph.as_graph_def(add_shapes=True)
-        sub = tf.compat.v1.graph_util.extract_sub_graph(whole, dest) if dest else whole
+        keep, host, self.host_deps = _cut(graph, whole, dest, {op.name for op in new_ops})
+        sub = tf.compat.v1.GraphDef()
+        sub.library.CopyFrom(whole.library)
+        sub.versions.CopyFrom(whole.versions)
+        sub.node.extend(n for n in whole.node if n.name in keep)
+        for node in sub.node:       # control edges to host ops: the host op waits for them
+            kept = [i for i in node.input if not i.startswith("^") or i[1:] in keep]
+            del node.input[:]
+            node.input.extend(kept)
         _check_resource_variables(sub)
         self.placeholders = [graph.get_operation_by_name(n.name) for n in sub.node
                              if n.op == "Placeholder"]
+        self.host_inputs = [graph.get_tensor_by_name(name) for name in host]
         self.variables = [graph.get_operation_by_name(n.name) for n in sub.node
                           if n.op == "VarHandleOp"]
         from ipu_keras._src.tf1 import feeds  # noqa: PLC0415 - feeds imports queues lazily
@@ -95,18 +147,24 @@ class Cluster:
         self.compiled = None
         self.standins = None
         self.bound = []
-        for op in self.placeholders:
-            shape = op.outputs[0].shape
-            if not shape.is_fully_defined():
+        for tensor in self.inputs:
+            if not tensor.shape.is_fully_defined():
                 raise StaticShapeRequiredError(
                     f"ipu_compiler.compile expected every input to have a fully defined shape. "
-                    f"Received: {op.name} with shape={shape}. Give the placeholder a static "
-                    "shape (the IPU compiles for fixed shapes).")
+                    f"Received: {tensor.name} with shape={tensor.shape}. Give the placeholder "
+                    "(or the dataset: batch(..., drop_remainder=True)) a static shape (the IPU "
+                    "compiles for fixed shapes).")
+
+    @property
+    def inputs(self):
+        """The tensors the host op feeds: the placeholders, then the host-side tensors."""
+        return [op.outputs[0] for op in self.placeholders] + self.host_inputs
 
     def build(self):
         """The ops in the user's graph: reads, the host op, the write-backs."""
-        feeds = [op.outputs[0] for op in self.placeholders]
-        with tf.device("cpu"):
+        feeds = self.inputs
+        host_deps = [self.graph.get_operation_by_name(n) for n in self.host_deps]
+        with tf.device("cpu"), tf.control_dependencies(host_deps):
             reads = [tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
                      for op in self.variables]
             tout = [t.dtype for t in self.outputs] + [r.dtype for r in reads]
@@ -136,7 +194,7 @@ class Cluster:
             # First run, or an infeed was initialised again: bind its new iterator.
             self.bound = iterators
             self.compiled = self._compile()
-        k = len(self.placeholders)
+        k = len(self.inputs)
         for var, value in zip(self.standins, arrays[k:]):
             var.assign(value)
         outputs = self.compiled.session.run([a.numpy() for a in arrays[:k]])
@@ -149,21 +207,20 @@ class Cluster:
         handles = {f"{op.name}:0": v.handle for op, v in zip(self.variables, self.standins)}
         for (name, _), handle in zip(self.iterators, self.bound):
             handles[f"{name}:0"] = handle
-        names = [op.name for op in self.placeholders]
+        names = [t.name for t in self.inputs]
         output_names = [t.name for t in self.outputs]
         effects = self.effects
 
         def body(*args):
             graph = tf.compat.v1.get_default_graph()
             input_map = {name: graph.capture(h) for name, h in handles.items()}
-            input_map.update({f"{n}:0": a for n, a in zip(names, args)})
+            input_map.update(dict(zip(names, args)))
             results = tf.graph_util.import_graph_def(
                 self.graph_def, input_map=input_map, return_elements=output_names + effects,
                 name="cluster")
             return list(results[:len(output_names)])
 
-        signature = [tf.TensorSpec(op.outputs[0].shape, op.outputs[0].dtype)
-                     for op in self.placeholders]
+        signature = [tf.TensorSpec(t.shape, t.dtype) for t in self.inputs]
         body.__name__ = self.name
         concrete = tf.compat.v1.wrap_function(body, signature)
         concrete.graph.variables = self.standins
