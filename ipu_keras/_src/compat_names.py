@@ -31,10 +31,21 @@ _SUPPORTED = (
     ("ipu.pipelining_ops.pipeline", "stages on the simulated IPUs, gradients accumulated on "
      "the device; in tf.function and in TF1 graphs (`ipu_compiler.compile`); results leave "
      "through the outfeed in the SDK's structures", "2.1"),
-    ("ipu.scopes.ipu_scope", "the device scope (one simulated system)", "2.1"),
     ("keras.ipu, tf.keras.ipu", "after `import keras` or `from tensorflow import keras`, "
      "`import ipu_keras` makes them the module `ipu_keras.keras` (also `import keras.ipu`, "
      "`from keras.ipu.optimizers import ...`)", "2.6"),
+    ("ipu.scopes.ipu_scope", "the device scope (one simulated system); in a TF1 graph, "
+     "variables made inside are resource variables and tf.data datasets stay on the host",
+     "2.1"),
+    ("ipu.ipu_compiler.compile (TF1 graph)", "one host op runs the compiled cluster per "
+     "Session.run; tensors it reads from outside (placeholders, a dataset iterator's "
+     "get_next()) are its inputs, computed on the host", "2.1"),
+    ("ipu.optimizers.CrossReplicaOptimizer", "the mean of the replicas' gradients is applied; "
+     "wraps Keras optimizers and TF1 optimizers (minimize included)", "2.1"),
+    ("ipu_tensorflow_addons.v1.layers.PopnnLSTM", "`ipu_keras_addons.v1.layers.PopnnLSTM`: "
+     "time-major, (outputs, LSTMStateTuple(c, h)); weights in Keras' layout", "2.6"),
+    ("ipu_tensorflow_addons.v1.layers.PopnnGRU", "`ipu_keras_addons.v1.layers.PopnnGRU`: "
+     "time-major, (outputs, state); weights in Keras' layout", "2.6"),
     ("Keras models created in IPUStrategy().scope()", "the IPU trainer mixin is put in front "
      "of their class (Sequential, functional, subclassed, keras.applications)", "2.2"),
     ("model.fit / evaluate / predict (steps_per_execution)", "`steps_per_execution` steps "
@@ -148,6 +159,12 @@ _NOT_SUPPORTED = (
      "2.1", None),
     ("ipu.horovod.popdist_strategy.PopDistStrategy", "no `horovod` module: use "
      "`ipu.distributed.popdist_strategy.PopDistStrategy` (its SDK 3.0 path)", "2.4", "3.1"),
+    ("ipu_tensorflow_addons.v1.layers.PopnnDynamicLSTM", "refused by name: use PopnnLSTM and "
+     "mask the padded steps", "2.6", None),
+    ("ipu_tensorflow_addons.v1.layers.PopnnDynamicGRU", "refused by name: use PopnnGRU and "
+     "mask the padded steps", "2.6", None),
+    ("ipu_tensorflow_addons.v1.layers.PopnnAUGRU", "refused by name: use PopnnGRU", "2.6",
+     None),
 )
 
 for _name, _how, _since in _SUPPORTED:
