@@ -134,3 +134,51 @@ def _import_apply_gradient_descent(node, b):
     step = b.emit("mul", [alpha, delta])
     b.emit("write_var", [step], var=node.variable_index(ref), mode="sub")
     return []
+
+
+def _read(node, b, ref):
+    return b.emit("read_var", [], var=node.variable_index(ref), type=node.variable_type(ref))
+
+
+@tf_import("ResourceApplyMomentum")
+def _import_apply_momentum(node, b):
+    """TF1's `MomentumOptimizer`: `accum = accum * momentum + grad`, then
+    `var -= lr * accum` (Nesterov: `var -= lr * (grad + momentum * accum)`)."""
+    ref, accum_ref, lr, grad, momentum = node.inputs
+    accum = b.emit("add", [b.emit("mul", [_read(node, b, accum_ref), momentum]), grad])
+    b.emit("write_var", [accum], var=node.variable_index(accum_ref), mode="assign")
+    if node.attr("use_nesterov", False):
+        step = b.emit("mul", [b.emit("add", [grad, b.emit("mul", [accum, momentum])]), lr])
+    else:
+        step = b.emit("mul", [lr, accum])
+    b.emit("write_var", [step], var=node.variable_index(ref), mode="sub")
+    return []
+
+
+@tf_import("ResourceApplyAdam")
+def _import_apply_adam(node, b):
+    """TF1's `AdamOptimizer`, as TensorFlow's kernel: `m += (g - m)(1 - beta1)`,
+    `v += (g^2 - v)(1 - beta2)`, `var -= m * lr_t / (sqrt(v) + epsilon)` with
+    `lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)` (Nesterov: `m` replaced by
+    `g (1 - beta1) + beta1 m`)."""
+    ref, m_ref, v_ref, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = node.inputs
+    one = b.const(1, dtype=node.variable_type(ref).dtype)
+
+    def minus(x):
+        return b.emit("sub", [one, x])
+
+    m = _read(node, b, m_ref)
+    m = b.emit("add", [m, b.emit("mul", [b.emit("sub", [grad, m]), minus(beta1)])])
+    v = _read(node, b, v_ref)
+    v = b.emit("add", [v, b.emit("mul", [b.emit("sub", [b.emit("square", [grad]), v]),
+                                         minus(beta2)])])
+    b.emit("write_var", [m], var=node.variable_index(m_ref), mode="assign")
+    b.emit("write_var", [v], var=node.variable_index(v_ref), mode="assign")
+    alpha = b.emit("div", [b.emit("mul", [lr, b.emit("sqrt", [minus(beta2_power)])]),
+                           minus(beta1_power)])
+    if node.attr("use_nesterov", False):
+        m = b.emit("add", [b.emit("mul", [grad, minus(beta1)]), b.emit("mul", [beta1, m])])
+    denominator = b.emit("add", [b.emit("sqrt", [v]), epsilon])
+    step = b.emit("div", [b.emit("mul", [m, alpha]), denominator])
+    b.emit("write_var", [step], var=node.variable_index(ref), mode="sub")
+    return []
