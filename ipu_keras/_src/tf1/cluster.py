@@ -4,7 +4,9 @@
 when it built an XLA cluster, so the variables it creates are the session's own and
 `tf.compat.v1.global_variables_initializer()` initialises them. The ops of the cluster
 are then cut out as a `GraphDef` (its placeholders, variable handles and dataset
-iterators become its inputs), and one host op (`tf.py_function`) is put in the graph
+iterators become its inputs, and so do the tensors it reads from other ops made before
+`compile`, which the session computes on the host: a one-shot iterator's `get_next()`,
+a dataset made in `ipu_scope`), and one host op (`tf.py_function`) is put in the graph
 in their place. On its first run the host op imports the `GraphDef` into a function
 (eagerly, with stand-in variables and the infeeds' eager iterators bound to it),
 traces and compiles it (`tracer`, `_compile.py`), and then runs the executable on the
