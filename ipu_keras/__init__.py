@@ -11,8 +11,13 @@ of `ipu_keras._src` (tracer -> compiler -> simulator, with the runtime on the ho
 
 Names are loaded on first use, so that the lower layers of `ipu_keras._src` import
 without TensorFlow.
+
+Once TensorFlow is loaded (before `import ipu_keras`, or before the first name is
+used), eager ops under `tf.device('/device:IPU:0')` run on the simulated IPU, one
+compiled op at a time, as the SDK's IPU device ran them (`_src/driver/eager.py`).
 """
 import importlib
+import sys
 
 from ipu_keras.version import __version__
 
@@ -39,15 +44,27 @@ _NAMES = {
 __all__ = sorted(("__version__",) + _MODULES + _OP_MODULES + tuple(_NAMES))
 
 
+def _place_eager_ops_on_the_ipu():
+    """Installs the eager IPU device once TensorFlow is loaded (it is not loaded here)."""
+    if "tensorflow" in sys.modules:
+        importlib.import_module("ipu_keras._src.driver.eager").install()
+
+
 def __getattr__(name):
     if name in _MODULES:
-        return importlib.import_module(f"ipu_keras.{name}")
-    if name in _OP_MODULES:
-        return importlib.import_module(f"ipu_keras.ops.{name}")
-    if name in _NAMES:
+        value = importlib.import_module(f"ipu_keras.{name}")
+    elif name in _OP_MODULES:
+        value = importlib.import_module(f"ipu_keras.ops.{name}")
+    elif name in _NAMES:
         module, attr = _NAMES[name]
-        return getattr(importlib.import_module(f"ipu_keras.{module}"), attr)
-    raise AttributeError(f"module 'ipu_keras' has no attribute '{name}'")
+        value = getattr(importlib.import_module(f"ipu_keras.{module}"), attr)
+    else:
+        raise AttributeError(f"module 'ipu_keras' has no attribute '{name}'")
+    _place_eager_ops_on_the_ipu()
+    return value
+
+
+_place_eager_ops_on_the_ipu()
 
 
 def __dir__():
