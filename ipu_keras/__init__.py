@@ -46,7 +46,7 @@ __all__ = sorted(("__version__",) + _MODULES + _OP_MODULES + tuple(_NAMES))
 
 def _place_eager_ops_on_the_ipu():
     """Installs the eager IPU device once TensorFlow is loaded (it is not loaded here)."""
-    if "tensorflow" in sys.modules:
+    if sys.modules.get("tensorflow") is not None:
         importlib.import_module("ipu_keras._src.driver.eager").install()
 
 
