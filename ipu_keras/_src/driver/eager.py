@@ -128,7 +128,7 @@ def _run(op_type, inputs, attrs, device):
     constants, and their values join the key, as XLA's compile-time constants did.
     """
     cfg = ipu_config.get_active_config()
-    signature = tuple((tuple(x.shape), x.dtype.name) for x in inputs)
+    signature = tuple((tuple(x.shape.as_list()), x.dtype.name) for x in inputs)
     key = (op_type, _frozen(attrs), signature, id(cfg))
     entry = _CACHE.get(key)
     if entry is None:
