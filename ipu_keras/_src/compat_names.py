@@ -26,6 +26,15 @@ _SUPPORTED = (
     ("ipu.ipu_outfeed_queue.IPUOutfeedMode", "ALL and LAST", "2.1"),
     ("ipu.loops.repeat", "a counted loop in the executable", "2.1"),
     ("ipu.scopes.ipu_scope", "the device scope (one simulated system)", "2.1"),
+    ("ipu.scopes.ipu_scope: TF1 ops outside ipu_compiler.compile", "clustered for the IPU "
+     "as the SDK's auto-clustering did: `Session.run` compiles each cluster (per input "
+     "shape, cached) and runs it on the simulated IPU, gradients included; ops on variables "
+     "and datasets stay on the host; an op without an IPU kernel warns and runs on the CPU",
+     "2.1"),
+    ("tf.device('/device:IPU:0'): eager ops", "each op compiled on its own for the simulated "
+     "IPU (after `import ipu_keras`), cached by op, attributes and input signature; ops on "
+     "variables, eager tf.function calls and ops without an IPU kernel warn and run on the "
+     "CPU", "2.1"),
     ("Keras models created in IPUStrategy().scope()", "the IPU trainer mixin is put in front "
      "of their class (Sequential, functional, subclassed, keras.applications)", "2.2"),
     ("model.fit / evaluate / predict (steps_per_execution)", "`steps_per_execution` steps "
