@@ -158,3 +158,33 @@ def test_ops_outside_an_ipu_scope_are_left_to_tensorflow():
         c = tf.matmul(tf.constant(A), tf.constant(B))
     assert _last_execution() == before
     T.FLOAT32.assert_close(c.numpy(), A @ B)
+
+
+def test_eager_ipu_scope_places_ops_as_tf_device_does():
+    a, b = tf.constant(A), tf.constant(B)
+    with ipu.scopes.ipu_scope(IPU):
+        c = tf.nn.relu(tf.matmul(a, b))
+    T.FLOAT32.assert_close(c.numpy(), tf.nn.relu(tf.matmul(a, b)).numpy())
+    assert [p["kind"] for p in ipu.profiling.last_report().plans] == []  # the Relu ran last
+
+
+def test_compiled_calls_under_the_scope_keep_their_host_work_on_the_host(monkeypatch):
+    strategy = ipu.ipu_strategy.IPUStrategy()
+    with strategy.scope():
+        v = tf.Variable(np.ones(3, np.float32))
+
+    @tf.function
+    def step(x):
+        v.assign_add(x)
+        return v * 2.0
+
+    one_ops = []
+    monkeypatch.setattr(eager, "_run", lambda *args: one_ops.append(args[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no op of the variable sync is said to leave the IPU
+        with tf.device(IPU):
+            out = strategy.run(step, args=(tf.constant([1.0, 2.0, 3.0]),))
+            listed = ipu.ipu_compiler.compile(lambda x: x + 1.0, [tf.constant(A)])
+    assert one_ops == []  # both ran as compiled programs only
+    T.EXACT.assert_close(out.numpy(), [4.0, 6.0, 8.0])
+    T.EXACT.assert_close(listed[0].numpy(), A + 1.0)

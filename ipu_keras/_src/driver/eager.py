@@ -27,7 +27,6 @@ graphs) is untouched: graph ops do not come through here.
 """
 import os
 import sys
-import threading
 import warnings
 
 import numpy as np
@@ -41,6 +40,7 @@ from tensorflow.python.framework import op_def_registry
 from tensorflow.python.framework import tensor_shape
 
 from ipu_keras._src.device import config as ipu_config
+from ipu_keras._src.placement import host_work, in_host_work
 from ipu_keras.errors import IPUError, StaticShapeRequiredError
 
 _IPU_DEVICE = "/device:IPU:"
@@ -48,7 +48,6 @@ _HANDLE_DTYPES = (tf.resource, tf.variant)
 _RESOURCES = "it works on variables, datasets or other resources"
 _LIBRARY_DIRS = (os.path.dirname(tf.__file__), os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
-_local = threading.local()
 _ORIGINAL = {}
 _CACHE = {}
 """(op type, attributes, input signature, id(config)) -> _Entry (which keeps the config
@@ -91,7 +90,7 @@ def _on_ipu(ctx):
 
 
 def _busy():
-    return getattr(_local, "busy", False)
+    return in_host_work()
 
 
 def _fast_path(ctx, op_name, *args):
@@ -110,11 +109,8 @@ def _quick_execute(op_name, num_outputs, inputs, attrs, ctx, name=None):
 def run_on_ipu(op_name, num_outputs, inputs, attrs, ctx, name=None):
     """Runs one eager op on the simulated IPU; on the host with a warning if it cannot."""
     op_type = op_name.decode() if isinstance(op_name, bytes) else op_name
-    _local.busy = True
-    try:
+    with host_work():  # the one-op function's own eager work stays on the host
         outputs = _run(op_type, inputs, attrs or (), ctx.device_name)
-    finally:
-        _local.busy = False
     if outputs is not None:
         return outputs
     return _ORIGINAL["quick"](op_name, num_outputs, inputs, attrs, ctx, name)
