@@ -188,3 +188,25 @@ def test_compiled_calls_under_the_scope_keep_their_host_work_on_the_host(monkeyp
     assert one_ops == []  # both ran as compiled programs only
     T.EXACT.assert_close(out.numpy(), [4.0, 6.0, 8.0])
     T.EXACT.assert_close(listed[0].numpy(), A + 1.0)
+
+
+def test_without_a_configured_system_a_repeated_op_is_compiled_once(monkeypatch):
+    compiled = []
+    original = executor.CompiledFunction.__init__
+
+    def counting(self, fn, *args, **kwargs):
+        compiled.append(fn.__name__)
+        original(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+    active = ipu.config.get_active_config()
+    ipu.config.reset_ipu_configuration()  # each look-up now gives a new default config
+    try:
+        x = tf.constant(np.full((3, 3), 2.0, np.float32))
+        with tf.device(IPU):
+            for _ in range(3):
+                y = tf.math.sqrt(x)
+    finally:
+        active.configure_ipu_system()
+    assert compiled == ["Sqrt"]
+    T.FLOAT32.assert_close(y.numpy(), np.sqrt(np.full((3, 3), 2.0)))

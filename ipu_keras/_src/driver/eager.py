@@ -124,8 +124,11 @@ def _run(op_type, inputs, attrs, device):
     constants, and their values join the key, as XLA's compile-time constants did.
     """
     cfg = ipu_config.get_active_config()
+    # A configured config is a snapshot, the same object until configured again; without
+    # one, each call gives a new default config, which are all alike.
+    cfg_key = id(cfg) if ipu_config.is_configured() else None
     signature = tuple((tuple(x.shape.as_list()), x.dtype.name) for x in inputs)
-    key = (op_type, _frozen(attrs), signature, id(cfg))
+    key = (op_type, _frozen(attrs), signature, cfg_key)
     entry = _CACHE.get(key)
     if entry is None:
         entry = _CACHE[key] = _Entry(op_type, inputs, attrs, cfg, device)
