@@ -185,8 +185,11 @@ class _Clusters:
             results = tf.compat.v1.gradients(forward, list(host.inputs), grad_ys=list(grads))
             results = [None if g is None else tf.convert_to_tensor(g) for g in results]
         for op in graph.get_operations()[first:]:
-            if _refusal(op) is None:
+            reason = _refusal(op)
+            if reason is None:
                 self.cluster_of(op)
+            else:
+                _say(op, reason)
         return [self._hosted(g) for g in results]
 
     def _hosted(self, t):
