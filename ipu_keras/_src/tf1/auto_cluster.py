@@ -21,7 +21,10 @@ Left on the host: ops in `ipu_compiler.compile` (already compiled), ops on varia
 datasets and other resources (their values are cluster inputs; an INFO note says so),
 and, with a warning once per op type, ops the simulator cannot run and ops inside
 TF1-style (v1) control flow. Each fetched tensor runs its own cluster: fetching two
-tensors of one cluster in one `Session.run` executes the shared ops twice.
+tensors of one cluster in one `Session.run` executes the shared ops twice. The host op
+has a name of its own (`<op>_ipu`, in the op's name scope): the op the user named stays
+in the graph with the host ops' outputs as its inputs, so a fetch by that name
+(`"out:0"`) computes everything before it on the IPU and that one op on the CPU.
 """
 import contextlib
 import logging
