@@ -215,17 +215,20 @@ def _warn(op_type, device, reason):
     if once in _WARNED:
         return
     _WARNED.add(once)
-    other = " (and other ops on resources)" if once == "resources" else ""
+    other, said = ((" (and other ops on resources)", "once for all ops on resources")
+                   if once == "resources" else ("", "once per op type"))
     warnings.warn(
         f"The eager op '{op_type}'{other} placed on '{device}' runs on the CPU, not on the "
-        f"simulated IPU: {reason}. (Said once per op type.)",
+        f"simulated IPU: {reason}. (Said {said}.)",
         RuntimeWarning, stacklevel=_user_stacklevel())
 
 
 def _user_stacklevel():
-    """The `stacklevel` of the first caller outside TensorFlow and ipu_keras."""
+    """The `stacklevel` of the first caller outside TensorFlow, Keras and ipu_keras."""
+    keras = sys.modules.get("keras")
+    libraries = _LIBRARY_DIRS + ((os.path.dirname(keras.__file__),) if keras else ())
     frame, level = sys._getframe(1), 1  # noqa: SLF001 - where the user's op was called
-    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+    while frame is not None and frame.f_code.co_filename.startswith(libraries):
         frame, level = frame.f_back, level + 1
     return level
 
