@@ -164,3 +164,18 @@ def test_the_graph_keeps_no_ipu_device_for_the_session():
             warnings.simplefilter("error")
             _training(x, ipu.scopes.ipu_scope(IPU))
     assert not [op.name for op in graph.get_operations() if "IPU" in op.device]
+
+
+def _loop_and_condition(x, scope):
+    with scope:
+        _, y = tf.while_loop(lambda i, y: i < 4, lambda i, y: (i + 1, y * 2.0 + 1.0), [0, x])
+        return tf.cond(tf.reduce_sum(y) > 10.0, lambda: y * 10.0, lambda: y - 1.0)
+
+
+def test_a_while_loop_and_a_condition_join_one_cluster(executions):
+    feeds = [X, -X * 0.01]  # both branches
+    got = _run(ipu.scopes.ipu_scope(IPU), _loop_and_condition, feeds)
+    assert len(executions) == 2  # one execution per Session.run
+    expected = _run(contextlib.nullcontext(), _loop_and_condition, feeds)
+    for g, e in zip(got, expected):
+        T.FLOAT32.assert_close(g, e)

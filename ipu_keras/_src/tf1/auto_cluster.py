@@ -11,7 +11,9 @@ every IPU op it is computed from, back to the host values they read (placeholder
 variables' values, ops on the CPU), which are the host op's inputs. Constants are
 compiled in. On its first run for some input shapes the host op cuts its cluster out as a
 `GraphDef` and compiles it by the road of `ipu_compiler.compile` (`executor`); every run
-then executes it on the simulated IPU, recorded for `profiling.last_report()`.
+then executes it on the simulated IPU, recorded for `profiling.last_report()`. A
+functional op (a v2 `tf.cond` or `tf.while_loop`, which their builders finish after the
+callback) gets no host op: it joins the clusters of the identities that read it.
 
 The gradient of a host op (`tf.gradients`, an optimizer's `minimize`) is the gradient of
 its cluster rebuilt from its inputs, itself clustered for the IPU (the original placed
@@ -96,7 +98,17 @@ def _callback(op_type, inputs, attrs, outputs, op_name=None, graph=None):
     if reason is not None:
         _say(op, reason)
         return None
+    if _calls_functions(op):
+        # A functional op (cond, while loop) is finished by its builder after this call,
+        # through its outputs' op, and read through identities: it joins its readers'
+        # clusters without a host op of its own.
+        clusters.cluster_of(op)
+        return None
     return clusters.host_outputs(op)
+
+
+def _calls_functions(op):
+    return any(a.HasField("func") or a.list.func for a in op.node_def.attr.values())
 
 
 def _refusal(op):
