@@ -179,3 +179,15 @@ def test_a_while_loop_and_a_condition_join_one_cluster(executions):
     expected = _run(contextlib.nullcontext(), _loop_and_condition, feeds)
     for g, e in zip(got, expected):
         T.FLOAT32.assert_close(g, e)
+
+
+def test_a_cluster_that_cannot_be_compiled_warns_and_runs_on_the_cpu(executions):
+    auto_cluster._WARNED.discard("Mul")
+    with tf.Graph().as_default(), v1.Session() as sess:
+        z = v1.placeholder(tf.complex64, [2])
+        with ipu.scopes.ipu_scope(IPU):
+            squared = z * z
+        with pytest.warns(RuntimeWarning, match=r"(?s)cannot be compiled.*complex"):
+            got = sess.run(squared, {z: [1 + 2j, 3j]})
+    T.EXACT.assert_close(got, np.array([1 + 2j, 3j]) ** 2)
+    assert executions == []

@@ -44,6 +44,7 @@ from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src.driver import executor as _executor
 from ipu_keras._src.runtime import outfeeds
 from ipu_keras._src.tracer import import_concrete
+from ipu_keras.errors import IPUError
 
 logger = logging.getLogger("ipu_keras")
 
@@ -54,6 +55,8 @@ _local = threading.local()
 _CLUSTERS = weakref.WeakKeyDictionary()
 """tf.Graph -> _Clusters."""
 _WARNED = set()
+_COMPILE_ERRORS = (IPUError, ValueError, TypeError, tf.errors.OpError)
+"""What tracing or compiling a cluster may raise: the cluster then runs on the CPU."""
 
 
 @contextlib.contextmanager
@@ -239,7 +242,7 @@ class _Cluster:
         function = self.compiled.get(signature)
         if function is None:
             function = self.compiled[signature] = self._compile(arrays)
-        outputs = function.session.run([a.numpy() for a in arrays])
+        outputs = function(arrays)
         return [np.asarray(o, t.dtype.as_numpy_dtype) for o, t in zip(outputs, self.op.outputs)]
 
     def _compile(self, arrays):
@@ -259,9 +262,21 @@ class _Cluster:
         body.__name__ = self.op.name.replace("/", "_")
         signature = [tf.TensorSpec(a.shape, a.dtype) for a in arrays]
         concrete = tf.compat.v1.wrap_function(body, signature)
-        traced = import_concrete(concrete, len(signature), outfeed_queues=outfeeds.registry())
-        return _executor.CompiledFunction(body, (), {}, ipu_config.get_active_config(),
-                                          traced=traced)
+        try:
+            traced = import_concrete(concrete, len(signature),
+                                     outfeed_queues=outfeeds.registry())
+            compiled = _executor.CompiledFunction(body, (), {}, ipu_config.get_active_config(),
+                                                  traced=traced)
+        except _COMPILE_ERRORS as e:
+            if self.op.type not in _WARNED:
+                _WARNED.add(self.op.type)
+                warnings.warn(
+                    f"The cluster of '{self.op.name}' ({self.op.type}) built in ipu_scope "
+                    "outside ipu_compiler.compile runs on the CPU, not on the simulated IPU: "
+                    f"it cannot be compiled for it ({type(e).__name__}: {e}). (Said once per "
+                    "op type.)", RuntimeWarning, stacklevel=2)
+            return lambda arrays: [t.numpy() for t in concrete(*arrays)]
+        return lambda arrays: compiled.session.run([a.numpy() for a in arrays])
 
     def forward(self, host):
         """The cluster rebuilt in the user's graph from the host op's inputs."""
