@@ -210,3 +210,23 @@ def test_without_a_configured_system_a_repeated_op_is_compiled_once(monkeypatch)
         active.configure_ipu_system()
     assert compiled == ["Sqrt"]
     T.FLOAT32.assert_close(y.numpy(), np.sqrt(np.full((3, 3), 2.0)))
+
+
+def test_the_cache_keeps_the_most_recently_used_signatures(monkeypatch):
+    compiled = []
+    original = executor.CompiledFunction.__init__
+
+    def counting(self, fn, *args, **kwargs):
+        compiled.append(fn.__name__)
+        original(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+    monkeypatch.setattr(eager, "MAX_CACHED_OPS", 2)
+    monkeypatch.setattr(eager, "_CACHE", {})
+    x = tf.constant(A)
+    with tf.device(IPU):
+        for op in (tf.math.abs, tf.math.ceil, tf.math.abs, tf.math.floor, tf.math.abs,
+                   tf.math.ceil):
+            y = op(x)
+    assert compiled == ["Abs", "Ceil", "Floor", "Ceil"]  # Ceil was evicted by Floor
+    T.EXACT.assert_close(y.numpy(), np.ceil(A))

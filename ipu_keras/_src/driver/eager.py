@@ -55,8 +55,10 @@ _LIBRARY_DIRS = (os.path.dirname(tf.__file__), os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 _ORIGINAL = {}
 _CACHE = {}
-"""(op type, attributes, input signature, id(config)) -> _Entry (which keeps the config
-alive, so that its id stays its own)."""
+"""(op type, attributes, input signature, config) -> _Entry, least recently used first;
+an entry keeps its config alive, so that its id stays its own."""
+MAX_CACHED_OPS = 1024
+"""How many op signatures keep their executables (each holds a session and its buffers)."""
 _WARNED = set()
 _COMPILE_ERRORS = (IPUError, ValueError, TypeError, tf.errors.OpError)
 """What tracing or compiling a one-op function may raise: the op then runs on the host."""
@@ -134,9 +136,12 @@ def _run(op_type, inputs, attrs, device):
     cfg_key = id(cfg) if ipu_config.is_configured() else None
     signature = tuple((tuple(x.shape.as_list()), x.dtype.name) for x in inputs)
     key = (op_type, _frozen(attrs), signature, cfg_key)
-    entry = _CACHE.get(key)
+    entry = _CACHE.pop(key, None)
     if entry is None:
-        entry = _CACHE[key] = _Entry(op_type, inputs, attrs, cfg, device)
+        entry = _Entry(op_type, inputs, attrs, cfg, device)
+        while len(_CACHE) >= MAX_CACHED_OPS:
+            del _CACHE[next(iter(_CACHE))]  # the least recently used signature
+    _CACHE[key] = entry  # last: the most recently used
     return entry.run(inputs)
 
 
