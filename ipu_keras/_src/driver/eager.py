@@ -93,11 +93,7 @@ def installed():
 
 def _on_ipu(ctx):
     name = ctx._thread_local_data.device_name  # noqa: SLF001 - `device_name`, on every op
-    return bool(name) and _IPU_DEVICE in name and not _busy()
-
-
-def _busy():
-    return in_host_work()
+    return bool(name) and _IPU_DEVICE in name and not in_host_work()
 
 
 def _fast_path(ctx, op_name, *args):
@@ -239,8 +235,13 @@ def _user_stacklevel():
 
 
 def _frozen(value):
+    """An attribute value as part of a key: lists as tuples, anything unhashable by repr."""
     if isinstance(value, (list, tuple)):
         return tuple(_frozen(v) for v in value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
     return value
 
 
