@@ -12,11 +12,14 @@ of `ipu_keras._src` (tracer -> compiler -> simulator, with the runtime on the ho
 Names are loaded on first use, so that the lower layers of `ipu_keras._src` import
 without TensorFlow.
 
-Once TensorFlow is loaded (before `import ipu_keras`, or before the first name is
-used), eager ops under `tf.device('/device:IPU:0')` run on the simulated IPU, one
-compiled op at a time, as the SDK's IPU device ran them (`_src/driver/eager.py`).
+Once TensorFlow is loaded (before `import ipu_keras`, or after it: a finder on
+`sys.meta_path` waits for it), eager ops under `tf.device('/device:IPU:0')` run on the
+simulated IPU, one compiled op at a time, as the SDK's IPU device ran them
+(`_src/driver/eager.py`).
 """
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 
 from ipu_keras.version import __version__
@@ -48,20 +51,40 @@ def _place_eager_ops_on_the_ipu():
     """Installs the eager IPU device once TensorFlow is loaded (it is not loaded here)."""
     if sys.modules.get("tensorflow") is not None:
         importlib.import_module("ipu_keras._src.driver.eager").install()
+    elif not any(isinstance(f, _AfterTensorFlow) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterTensorFlow())
+
+
+class _AfterTensorFlow(importlib.abc.MetaPathFinder):
+    """Finds nothing; when TensorFlow is first imported, installs the eager IPU device
+    right after TensorFlow's own module has run, and leaves `sys.meta_path`."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _place_eager_ops_on_the_ipu()
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 def __getattr__(name):
     if name in _MODULES:
-        value = importlib.import_module(f"ipu_keras.{name}")
-    elif name in _OP_MODULES:
-        value = importlib.import_module(f"ipu_keras.ops.{name}")
-    elif name in _NAMES:
+        return importlib.import_module(f"ipu_keras.{name}")
+    if name in _OP_MODULES:
+        return importlib.import_module(f"ipu_keras.ops.{name}")
+    if name in _NAMES:
         module, attr = _NAMES[name]
-        value = getattr(importlib.import_module(f"ipu_keras.{module}"), attr)
-    else:
-        raise AttributeError(f"module 'ipu_keras' has no attribute '{name}'")
-    _place_eager_ops_on_the_ipu()
-    return value
+        return getattr(importlib.import_module(f"ipu_keras.{module}"), attr)
+    raise AttributeError(f"module 'ipu_keras' has no attribute '{name}'")
 
 
 _place_eager_ops_on_the_ipu()

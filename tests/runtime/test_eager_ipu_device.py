@@ -4,6 +4,9 @@ No `tf.function`, no strategy: each op is compiled on its own (cached by signatu
 on the simulator, and is the last execution that `profiling.last_report()` profiles.
 TensorFlow on the CPU is the oracle; an op that cannot run on the IPU says so.
 """
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -33,6 +36,25 @@ def _last_execution():
 
 def test_import_installs_the_ipu_device():
     assert eager.installed()
+
+
+_IMPORTED_FIRST = """
+import sys
+import ipu_keras as ipu
+assert "tensorflow" not in sys.modules
+import tensorflow as tf
+with tf.device("/device:IPU:0"):
+    c = tf.matmul(tf.ones([2, 3]), tf.ones([3, 2]))
+print(ipu.profiling.last_report().plans[0]["kind"], c.numpy().sum())
+"""
+
+
+def test_ipu_keras_imported_before_tensorflow_installs_the_device_when_it_loads():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-c", _IMPORTED_FIRST], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["matmul", "12.0"]
 
 
 def test_matmul_runs_on_the_ipu_and_is_the_last_execution_profiled():
