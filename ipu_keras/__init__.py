@@ -15,22 +15,33 @@ without TensorFlow.
 Once TensorFlow is loaded (before `import ipu_keras`, or after it: a finder on
 `sys.meta_path` waits for it), eager ops under `tf.device('/device:IPU:0')` run on the
 simulated IPU, one compiled op at a time, as the SDK's IPU device ran them
-(`_src/driver/eager.py`).
+(`_src/driver/eager.py`, which wraps TensorFlow's two eager execution functions for it,
+as TensorFlow's own op callbacks wrap one of them).
+
+Importing `ipu_keras` also makes `ipu_keras.keras` reachable as `keras.ipu` and
+`tf.keras.ipu` (the SDK 2.6+ spelling; `_src/keras_namespace.py`): the one change
+ipu_keras makes to another package's namespace. Neither Keras nor TensorFlow is loaded
+for it.
 """
 import importlib
 import importlib.abc
 import importlib.util
 import sys
 
+from ipu_keras._src import keras_namespace
 from ipu_keras.version import __version__
+
+keras_namespace.install()
 
 _MODULES = (
     "compat", "config", "distributed", "errors", "gradient_accumulation", "ipu_compiler",
     "ipu_infeed_queue", "ipu_outfeed_queue", "ipu_strategy", "keras", "loops", "ops",
-    "optimizers", "profiling", "scopes", "sharding", "utils",
+    "optimizers", "profiling", "scopes", "serving", "sharding", "utils",
 )
 # Graphcore's op modules live in `ipu_keras.ops`; the SDK's `ipu` package named them too.
-_OP_MODULES = ("cross_replica_ops", "gen_ipu_ops", "nn_ops", "pipelining_ops", "rand_ops",
+_OP_MODULES = ("application_compile_op", "cross_replica_ops", "custom_ops",
+               "embedded_runtime", "embedding_ops", "functional_ops", "gen_ipu_ops",
+               "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
                "replication_ops")
 _NAMES = {
     "IPUConfig": ("config", "IPUConfig"),
@@ -39,6 +50,7 @@ _NAMES = {
     "IPUOutfeedQueue": ("ipu_outfeed_queue", "IPUOutfeedQueue"),
     "IPUStrategy": ("ipu_strategy", "IPUStrategy"),
     "Model": ("keras", "Model"),
+    "outlined_function": ("ops.functional_ops", "outlined_function"),
     "PipelineStage": ("keras", "PipelineStage"),
     "Sequential": ("keras", "Sequential"),
     "supported_ops": ("_src.ops", "supported_tf_ops"),

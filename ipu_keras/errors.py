@@ -191,3 +191,66 @@ class PipelineError(IPUError, ValueError):
 class ReplicationError(IPUError):
     """Replicas could not run together: a collective that not every replica reached, or a
     replica group size that does not divide the replication factor."""
+
+
+# -- ipu.serving (issue 31, item 4) ------------------------------------------------------
+class ServingError(IPUError, ValueError):
+    """An `ipu.serving` export or call got a value it cannot use: a non-empty export
+    directory, a signature that cannot be deduced or does not match the function, output
+    names of the wrong length, inputs that do not match the exported signature, or a
+    directory that holds no IPU serving export."""
+
+
+class ServingTypeError(IPUError, TypeError):
+    """An `ipu.serving` argument has the wrong type: a signature that is not a tuple or list
+    of `tf.TensorSpec`, an `input_dataset` that is not a `tf.data.Dataset`, `output_names`
+    neither a string nor a list."""
+
+
+# -- Graphcore's op functions, `ipu.ops.*` (issue 31) -------------------------------------
+class OpArgumentError(IPUError, ValueError):
+    """An argument of one of Graphcore's op functions (`normalization_ops`, `embedding_ops`)
+    is not usable: a shape, axis, group count or factor that breaks the op's rule."""
+
+
+class HostEmbeddingError(IPUError, RuntimeError):
+    """A host embedding was looked up or updated while not registered (outside
+    `HostEmbedding.register`), or registered twice under one name."""
+
+
+# -- Keras model options, custom ops (issue 31) ------------------------------------------------
+class ModelOptionError(IPUError, ValueError):
+    """A Keras model option has a value ipu_keras cannot take: `steps_per_execution` that is
+    not a positive integer (a Python or numpy int, or an integer scalar tensor), or a key or
+    value of `set_infeed_queue_options` / `set_outfeed_queue_options` that Graphcore's Keras
+    refused."""
+
+
+class UnknownOptionError(ModelOptionError, TypeError):
+    """An option name the callee does not have (`set_outfeed_queue_options(typo=...)`);
+    a TypeError as for an unexpected keyword argument."""
+
+
+class UnsupportedCustomOpError(IPUError, NotImplementedError):
+    """`ipu.custom_ops` runs user C++ (a Poplar program and codelets, or a host callback)
+    from a compiled library, which the numpy simulator cannot execute."""
+
+
+class OutfeedIterationError(IPUError, RuntimeError):
+    """`for x in outfeed_queue` where the SDK refused it: in a TF1 graph (iteration is
+    eager only) or on a queue whose mode is not `IPUOutfeedMode.ALL`."""
+
+
+# -- outlined functions and the embedded application runtime (issue 31) ------------------
+class OutlinedFunctionError(IPUError, TypeError):
+    """`functional_ops.outlined_function` was given something it cannot outline: a
+    non-callable, an argument that is not tensor-like, a body returning no tensor."""
+
+
+class EmbeddedRuntimeError(IPUError, ValueError):
+    """The embedded application runtime was misused: an executable file that is not one,
+    start or call inputs of the wrong number or shape, a stopped engine."""
+
+
+class EmbeddedRuntimeDTypeError(EmbeddedRuntimeError, TypeError):
+    """An embedded runtime call got an input of another dtype than the executable's."""

@@ -1,17 +1,22 @@
 """`IPUOutfeedQueue`: the device-to-host stream a compiled function enqueues to.
 
-`dequeue` returns `tf.Tensor`s, as the original does. The SDK 2.1-2.3 constructor
+`dequeue` returns `tf.Tensor`s, as the original does. Iterating over the queue (`for x in
+queue`, SDK 2.5+, eager only, mode ALL) yields what was enqueued one enqueue at a time
+(`IPUOutfeedQueueIterator`), and stops when the queue is drained. The SDK 2.1-2.3 constructor
 (`feed_name` first, `outfeed_all_replicas`, `replication_factor`, `io_batch_size`) is
 accepted with a DeprecationWarning once per old argument.
 """
+import collections
+import collections.abc
 import enum
 import inspect
+import threading
 
 import numpy as np
 import tensorflow as tf
 
 from ipu_keras._src import compat
-from ipu_keras.errors import FeedError
+from ipu_keras.errors import FeedError, OutfeedIterationError
 from ipu_keras._src.tf1 import in_graph_mode
 from ipu_keras._src.tf1.feeds import dequeue_op
 from ipu_keras._src.runtime.outfeeds import register
@@ -25,8 +30,11 @@ class IPUOutfeedMode(enum.Enum):
     LAST = "last"
 
 
-class IPUOutfeedQueue:
+class IPUOutfeedQueue(collections.abc.Iterable):
     """A device-to-host FIFO.
+
+    In eager mode a queue of mode ALL can be iterated over: `for x in queue` yields each
+    enqueued structure in turn (see `IPUOutfeedQueueIterator`).
 
     Args:
         outfeed_mode: `IPUOutfeedMode.ALL` (default) or `IPUOutfeedMode.LAST`.
@@ -49,6 +57,7 @@ class IPUOutfeedQueue:
         self._id = register(self)
         self._structure = None
         self._elements = []
+        self._lock = threading.Lock()
 
     def enqueue(self, tensors):
         """Enqueue a tensor or nested structure of tensors; call inside a compiled function."""
@@ -68,10 +77,20 @@ class IPUOutfeedQueue:
     def _deliver(self, elements):
         if not elements:
             return
-        if self.outfeed_mode is IPUOutfeedMode.LAST:
-            self._elements = elements[-1:]
-        else:
-            self._elements.extend(elements)
+        with self._lock:
+            if self.outfeed_mode is IPUOutfeedMode.LAST:
+                self._elements = elements[-1:]
+            else:
+                self._elements.extend(elements)
+
+    def _take(self):
+        """Every enqueue delivered since the last take (each a flat list of arrays)."""
+        with self._lock:
+            elements, self._elements = self._elements, []
+        return elements
+
+    def __iter__(self):
+        return IPUOutfeedQueueIterator(self)
 
     def dequeue(self):
         """Everything enqueued since the last dequeue, as `tf.Tensor`s in the enqueued structure.
@@ -81,7 +100,7 @@ class IPUOutfeedQueue:
         """
         if in_graph_mode():
             return dequeue_op(self)
-        elements, self._elements = self._elements, []
+        elements = self._take()
         if self._structure is None:
             return []
         if self.outfeed_mode is IPUOutfeedMode.LAST:
@@ -94,6 +113,46 @@ class IPUOutfeedQueue:
             flat = [np.stack([e[i] for e in elements]) if elements else np.zeros((0,))
                     for i in range(n)]
         return tf.nest.pack_sequence_as(self._structure, [tf.convert_to_tensor(x) for x in flat])
+
+
+class IPUOutfeedQueueIterator(collections.abc.Iterator):
+    """Yields the items of an `IPUOutfeedQueue` one enqueue at a time (SDK 2.5+, TF2 only).
+
+    Each item is the structure given to `enqueue` (a tensor, tuple, list or dict of
+    `tf.Tensor`s) with the values of one enqueue, in enqueue order; a replicated program's
+    items keep the replica axis first. When nothing is left it looks at the queue once more
+    and stops if that is empty too, so a loop ends when the queue is drained at that moment;
+    a new `iter(queue)` after the next execution yields the new items. Items it yields are
+    gone from the queue, as if dequeued.
+
+    Args:
+        outfeed_queue: An `IPUOutfeedQueue` of mode `IPUOutfeedMode.ALL`, in eager mode.
+    """
+
+    def __init__(self, outfeed_queue):
+        if in_graph_mode():
+            raise OutfeedIterationError(
+                "IPUOutfeedQueue can only be iterated over in eager mode. Received: an "
+                "iteration in a TF1 graph; run the queue's dequeue() op instead.")
+        if outfeed_queue.outfeed_mode is not IPUOutfeedMode.ALL:
+            raise OutfeedIterationError(
+                "IPUOutfeedQueue can only be iterated over if the `outfeed_mode` is set to "
+                f"'IPUOutfeedMode.ALL'. Received: outfeed_mode={outfeed_queue.outfeed_mode}")
+        self._queue = outfeed_queue
+        self._items = collections.deque()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self._items:
+            structure = self._queue._structure
+            for flat in self._queue._take():
+                self._items.append(tf.nest.pack_sequence_as(
+                    structure, [tf.convert_to_tensor(x) for x in flat]))
+        if not self._items:
+            raise StopIteration
+        return self._items.popleft()
 
 
 def _current(self, outfeed_mode=None, device_ordinal=None, buffer_depth=1, optimise_latency=False):

@@ -11,6 +11,9 @@ from ipu_keras import config as ipu_config_module
 from ipu_keras.errors import ConfigurationError
 from ipu_keras._src.tf1 import in_graph_mode, move_initialization_to_cpu
 
+IPUConfig = ipu_config_module.IPUConfig
+"""`ipu.utils.IPUConfig` is `ipu.config.IPUConfig`, as the SDK's `utils` re-exported it."""
+
 
 def running_on_ipu_model():
     """True: every device of ipu_keras is a simulated IPU (an "IPU Model")."""

@@ -13,10 +13,12 @@ import ipu_keras as ipu
 PUBLIC = {
     "__init__", "__main__", "_src", "compat", "config", "distributed", "errors",
     "gradient_accumulation", "ipu_compiler", "ipu_infeed_queue", "ipu_outfeed_queue",
-    "ipu_strategy", "keras", "loops", "ops", "optimizers", "profiling", "scopes", "sharding",
-    "utils", "version",
+    "ipu_strategy", "keras", "loops", "ops", "optimizers", "profiling", "scopes", "serving",
+    "sharding", "utils", "version",
 }
-OP_MODULES = ("cross_replica_ops", "gen_ipu_ops", "nn_ops", "pipelining_ops", "rand_ops",
+OP_MODULES = ("application_compile_op", "cross_replica_ops", "custom_ops",
+              "embedded_runtime", "embedding_ops", "functional_ops", "gen_ipu_ops",
+              "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
               "replication_ops")
 
 

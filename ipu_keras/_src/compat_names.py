@@ -6,7 +6,7 @@ Deprecated spellings are declared where they are implemented (by the decorators 
 not be supported.
 """
 from ipu_keras import keras as ipu_keras_keras
-from ipu_keras._src.compat import NOT_SUPPORTED, PENDING, SUPPORTED, declare
+from ipu_keras._src.compat import DEPRECATED, NOT_SUPPORTED, PENDING, SUPPORTED, declare
 from ipu_keras._src.keras.trainer import IPUTrainerMixin
 
 _SUPPORTED = (
@@ -24,6 +24,8 @@ _SUPPORTED = (
     ("ipu.ipu_infeed_queue.IPUInfeedQueue", "host thread prefetches `prefetch_depth`", "2.1"),
     ("ipu.ipu_outfeed_queue.IPUOutfeedQueue", "`dequeue` returns tf.Tensors", "2.1"),
     ("ipu.ipu_outfeed_queue.IPUOutfeedMode", "ALL and LAST", "2.1"),
+    ("ipu.ipu_outfeed_queue.IPUOutfeedQueueIterator", "`for x in queue` (eager, mode ALL) "
+     "yields one enqueue at a time, in its structure, until the queue is drained", "2.2"),
     ("ipu.loops.repeat", "a counted loop in the executable", "2.1"),
     ("ipu.scopes.ipu_scope", "the device scope (one simulated system)", "2.1"),
     ("ipu.scopes.ipu_scope: TF1 ops outside ipu_compiler.compile", "clustered for the IPU "
@@ -35,6 +37,9 @@ _SUPPORTED = (
      "IPU (after `import ipu_keras`), cached by op, attributes and input signature; ops on "
      "variables, eager tf.function calls and ops without an IPU kernel warn and run on the "
      "CPU", "2.1"),
+    ("keras.ipu, tf.keras.ipu", "after `import keras` or `from tensorflow import keras`, "
+     "`import ipu_keras` makes them the module `ipu_keras.keras` (also `import keras.ipu`, "
+     "`from keras.ipu.optimizers import ...`)", "2.6"),
     ("Keras models created in IPUStrategy().scope()", "the IPU trainer mixin is put in front "
      "of their class (Sequential, functional, subclassed, keras.applications)", "2.2"),
     ("model.fit / evaluate / predict (steps_per_execution)", "`steps_per_execution` steps "
@@ -43,6 +48,25 @@ _SUPPORTED = (
      "2.2"),
     ("model.set_asynchronous_callbacks", "per-step callbacks replayed from the outfeed",
      "2.2"),
+    ("ipu.serving.export_single_step", "a TensorFlow SavedModel whose `serving_default` is "
+     "the frozen step (plain TensorFlow runs it on the CPU) plus the step's compiled "
+     "executable as an asset; the returned function, `ipu_keras.serving.load` and "
+     "`ipu_saved_model_cli run` run that executable on the simulated IPU, one batch per "
+     "call (`iterations` is checked and recorded); pre/postprocessing (SDK 3.0+) on the CPU",
+     "2.5"),
+    ("ipu.serving.export_pipeline", "as `export_single_step`; each stage on its IPU "
+     "(`device_mapping`), one micro-batch through the stages per call; `iterations` follows "
+     "the pipeline-depth rule of `pipeline_schedule`", "2.5"),
+    ("ipu.serving.export_keras", "as `export_single_step` for a model created in "
+     "`IPUStrategy().scope()`; `iterations` is its `steps_per_execution`; a pipelined "
+     "model's stages run in order", "2.6"),
+    ("model.set_infeed_queue_options", "Graphcore's checks; `prefetch_depth` prefetches that "
+     "many batches on the host ahead of the device; `optimise_latency`, `device_ordinal` "
+     "kept without effect", "2.4"),
+    ("model.set_outfeed_queue_options", "Graphcore's checks; `buffer_depth` and "
+     "`optimise_latency` kept without effect (the host buffer is unbounded)", "2.4"),
+    ("model.compile(steps_per_execution=<tensor>)", "an integer scalar tensor or variable "
+     "(`dataset.cardinality()`) is kept as its int", "2.2"),
 )
 
 # Names other work adds (pipelining, accumulation, replication): supported as soon as
@@ -65,13 +89,70 @@ _MODEL_METHODS = (  # name, since
     ("reset_pipeline_stage_assignment", "2.2"),
     ("print_pipeline_stage_assignment_summary", "2.2"),
     ("set_replication_options", "2.5"),
+    ("export_for_ipu_serving", "2.6"),
+)
+
+# Graphcore's op package and the SDK 3.x spellings (issue 31, item 7).
+_OPS_PACKAGE = (  # name, how, since, until
+    ("ipu.normalization_ops.group_norm", "TensorFlow ops run on the simulated IPU; its "
+     "`beta`/`gamma` variables as in the SDK (TensorFlow 1 `get_variable`); strided or "
+     "contiguous groups", "2.1", None),
+    ("ipu.normalization_ops.layer_norm", "`group_norm` with one group: every non-batch axis",
+     "2.1", None),
+    ("ipu.normalization_ops.instance_norm", "`group_norm` with one group per channel", "2.1",
+     None),
+    ("ipu.embedding_ops.embedding_lookup", "a gather, or `serialization_factor` masked "
+     "gathers summed; gradient one scatter-add", "2.1", None),
+    ("ipu.embedding_ops.embedding_lookup(params, ids, name, serialization_factor)", "the "
+     "SDK <= 2.6 order: a string or None third argument is the name", "2.1", "3.0"),
+    ("ipu.embedding_ops.create_host_embedding", "a CPU variable; a `HostEmbedding` over it",
+     "2.1", None),
+    ("ipu.embedding_ops.HostEmbedding", "the table lives in host memory while registered; "
+     "each lookup and update is a host transfer in the profile", "2.1", None),
+    ("ipu.embedding_ops.HostEmbedding.register", "binds the table as host memory (session "
+     "or eager); writes it back to the variable on exit", "2.1", None),
+    ("ipu.embedding_ops.HostEmbedding.lookup", "one call to the host per lookup; trainable: "
+     "the host adds -lr x gradient into the rows", "2.1", None),
+    ("ipu.embedding_ops.HostEmbeddingOptimizerSpec", "SGD at a constant learning rate (0: "
+     "frozen)", "2.1", None),
+    ("ipu.embedding_ops.HostEmbeddingSGDGAOptimizerSpec", "the host sums "
+     "`accumulation_factor` updates, then applies them", "2.1", None),
+    ("ipu.distributed.popdist_strategy.PopDistStrategy", "`ipu_keras.distributed."
+     "PopDistStrategy`; `update_ipu_config` checks and returns the config", "3.0", None),
+    ("ipu.utils.IPUConfig", "the same class as `ipu.config.IPUConfig`", "2.1", None),
+)
+
+# Outlined functions and the embedded application runtime (issue 31).
+_SUPPORTED += (
+    ("ipu.functional_ops.outlined_function", "one body program per IPU shared by every call "
+     "(arguments copied in, results out, a call overhead per call; the backward pass is "
+     "outlined too; a stateful body is inlined, as in the SDK); the report lists it once "
+     "with its calls; `unique_sharding` and "
+     "`keep_input_layouts` are accepted (the body runs on its call's IPU and always gets "
+     "its arguments copied)", "2.0"),
+    ("ipu.outlined_function", "`ipu.functional_ops.outlined_function`", "2.0"),
+    ("ipu.application_compile_op.experimental_application_compile_op", "writes the "
+     "simulator's own executable format (a checksummed zip, no pickle) with the "
+     "application's interface; eagerly it compiles at once, in a tf.function or a TF1 "
+     "graph when run; `freeze_variables` embeds the variables' values at that time", "2.2"),
+    ("ipu.embedded_runtime.embedded_runtime_start", "loads the file (refusing Poplar/PopEF "
+     "files clearly) and starts its engine in a background thread; `timeout` is accepted "
+     "and unused", "2.3"),
+    ("ipu.embedded_runtime.embedded_runtime_call", "one infeed element in, one outfeed "
+     "element out (one iteration of the program's loop; the program restarts when its loop "
+     "is done), eagerly or inside a tf.function", "2.3"),
+    ("ipu.embedded_runtime.embedded_runtime_start_and_call", "start, then call", "2.3"),
+    ("ipu.embedded_runtime.embedded_runtime_stop", "raises NotImplementedError, as the "
+     "SDK's", "2.3"),
+    ("ipu.embedded_runtime.RuntimeContext", "`start_output`, `name`, `signature` (inputs, "
+     "streamed inputs and outputs with names, shapes, dtypes), `output_types`", "2.3"),
 )
 
 _NOT_SUPPORTED = (
-    ("model.set_infeed_queue_options / set_outfeed_queue_options", "the Keras data path "
-     "stages batches itself; no queue options to set", "2.2", None),
     ("ipu.ipu_estimator.IPUEstimator", "TensorFlow 1 estimators are not part of ipu_keras",
      "2.1", None),
+    ("ipu.horovod.popdist_strategy.PopDistStrategy", "no `horovod` module: use "
+     "`ipu.distributed.popdist_strategy.PopDistStrategy` (its SDK 3.0 path)", "2.4", "3.1"),
 )
 
 for _name, _how, _since in _SUPPORTED:
@@ -97,5 +178,12 @@ for _name, _since in (("GradientAccumulationOptimizer", "3.1"), ("ALSOptimizer",
                       ("ALSOptimizerRMSProp", "3.1"), ("ALSGradientAccumulationOptimizer", "3.1")):
     declare(f"keras.ipu.optimizers.{_name}", SUPPORTED, f"`ipu_keras.keras.optimizers.{_name}`"
             " (the same as `ipu.optimizers.`)", _since)
+for _function in ("export_single_step", "export_pipeline"):
+    declare(f"ipu.serving.{_function}(input_signature=)", DEPRECATED, "accepted; warns once, "
+            "use `predict_step_signature=` (renamed in SDK 3.0)", "2.5", "3.0")
+
+
+for _name, _how, _since, _until in _OPS_PACKAGE:
+    declare(_name, SUPPORTED, _how, _since, _until)
 for _name, _how, _since, _until in _NOT_SUPPORTED:
     declare(_name, NOT_SUPPORTED, _how, _since, _until)

@@ -14,9 +14,11 @@ equal, and summed gradients keep them equal.
 The names follow Graphcore's `popdist` (`init`, `isPopdistEnvSet`, `getNumInstances`,
 `getInstanceIndex`, `getNumTotalReplicas`, `getNumLocalReplicas`,
 `getReplicaIndexOffset`, `set_ipu_config`) and `ipu.distributed` (`allreduce`,
-`broadcast`, `allgather` of host values, `PopDistStrategy`). Without a launcher the
+`broadcast`, `allgather` of host values, `PopDistStrategy`, also in
+its SDK 3.x module `ipu.distributed.popdist_strategy`). Without a launcher the
 process is one instance holding every replica, and nothing imports MPI.
 """
+import importlib
 import os
 
 from ipu_keras._src.runtime.process_group import (
@@ -80,13 +82,16 @@ def allgather(value):
 
 
 def __getattr__(name):
-    if name == "PopDistStrategy":   # imported late: the runtime imports this package
-        from ipu_keras.distributed.strategy import PopDistStrategy
+    # Imported late: the runtime imports this package.
+    if name == "PopDistStrategy":
+        from ipu_keras.distributed.popdist_strategy import PopDistStrategy
         return PopDistStrategy
+    if name == "popdist_strategy":   # the SDK 3.x module path
+        return importlib.import_module("ipu_keras.distributed.popdist_strategy")
     raise AttributeError(f"module 'ipu_keras.distributed' has no attribute '{name}'")
 
 
 __all__ = ["PopDistStrategy", "ProcessGroup", "allgather", "allreduce", "broadcast",
            "getInstanceIndex", "getNumInstances", "getNumLocalReplicas",
            "getNumTotalReplicas", "getReplicaIndexOffset", "init", "isPopdistEnvSet",
-           "set_ipu_config"]
+           "popdist_strategy", "set_ipu_config"]

@@ -8,7 +8,9 @@ op definitions the simulator runs (`ipu_keras._src.ops`) need no TensorFlow, the
 """
 import importlib
 
-MODULES = ("cross_replica_ops", "gen_ipu_ops", "nn_ops", "pipelining_ops", "rand_ops",
+MODULES = ("application_compile_op", "cross_replica_ops", "custom_ops",
+           "embedded_runtime", "embedding_ops", "functional_ops", "gen_ipu_ops",
+           "nn_ops", "normalization_ops", "pipelining_ops", "rand_ops",
            "replication_ops")
 
 __all__ = list(MODULES)

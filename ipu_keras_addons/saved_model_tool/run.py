@@ -1,5 +1,7 @@
 """`run`: a signature on the simulated IPU, for an original or a converted SavedModel.
 
+An `ipu.serving` export runs its preprocessing and postprocessing on the host and its
+executable, compiled at export time, on the simulated IPU (`ipu_keras._src.serving`).
 An original SavedModel's signature is frozen, traced and compiled now with the `run`
 options. A converted one (`convert.is_converted`) runs its excluded head on the host with
 TensorFlow (all of it with `no_ipu_placement`), then its IPU part: with the embedded
@@ -11,6 +13,7 @@ import os
 
 import numpy as np
 
+from ipu_keras._src.serving import runtime
 from ipu_keras.errors import OutputExistsError, OutputWriteError
 from ipu_keras_addons.saved_model_tool import convert, model, runner
 from ipu_keras_addons.saved_model_tool.inputs import check_inputs
@@ -21,6 +24,8 @@ def run_saved_model(directory, tag_set, signature_def, feeds, options=None):
     options = options or runner.IPUOptions()
     meta = model.meta_graph(directory, tag_set)
     model.signature_def(meta, signature_def, directory)
+    if runtime.is_serving_export(directory):
+        return _run_serving_export(directory, feeds)
     if not convert.is_converted(directory):
         sig = model.load_signature(directory, tag_set, signature_def)
         arrays = check_inputs(feeds, {k: spec for k, (_, spec) in sig.inputs.items()})
@@ -41,6 +46,19 @@ def run_saved_model(directory, tag_set, signature_def, feeds, options=None):
     shapes = {k: a.shape for k, a in arrays.items()}
     options = runner.with_device_for(options, mapping)
     return runner.execute(runner.compile_signature(ipu, shapes, options, mapping), ipu, arrays)
+
+
+def _run_serving_export(directory, feeds):
+    """An `ipu.serving` export: its pre/postprocessing on the host, its executable (compiled
+    at export time, so the `run` IPU options do not apply) on the simulated IPU."""
+    serving = runtime.ServingRuntime(directory)
+    arrays = check_inputs(feeds, {s.name: s for s in serving.input_signature})
+    outputs, cycles = serving.run_signature(arrays)
+    executable = serving.executable
+    target = dict(executable.target,
+                  num_ipus=executable.info.get("device_ipus", executable.target["num_ipus"]))
+    return runner.RunResult(outputs, cycles, serving.executions, target, executable.memory,
+                            embedded=True)
 
 
 def _run_on_host(host, arrays):

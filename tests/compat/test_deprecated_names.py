@@ -82,6 +82,9 @@ ELSEWHERE = {  # tested in test_sdk21_accumulation.py (needs the accumulation wo
     # tested in test_sdk20_pipeline_models.py
     "ipu.keras.PipelineModel",
     "ipu.keras.PipelineSequential",
+    # tested in tests/serving/ (test_single_step.py, test_pipeline_keras.py)
+    "ipu.serving.export_single_step(input_signature=)",
+    "ipu.serving.export_pipeline(input_signature=)",
 }
 
 

@@ -8,7 +8,10 @@ deferred out-of-memory error has the fields of one, every `exec` step names a
 registered op whose kernel takes its operands and params, every collective a
 collective op, control flow hands as many values in as it takes out, and every slot a
 step reads was written before it (by the program's inputs, a constant, a loop's or
-branch's entry, or an earlier step of the enclosing blocks).
+branch's entry, or an earlier step of the enclosing blocks). An outlined function's body
+(`Call`) is checked once, on its inputs, the program's inputs and the constants only,
+since it runs wherever it is called; every call must hand it as many values as it takes,
+and no block may run itself through calls.
 
 `check_program(fields)` raises `Malformed` (expected, received), which the loader
 reports as an `ExecutableFormatError`. What it cannot see is a program that is
@@ -22,7 +25,7 @@ import numbers
 
 import numpy as np
 
-from ipu_keras._src.device.steps import Collective, Exec, If, Malformed, While
+from ipu_keras._src.device.steps import Call, Collective, Exec, If, Malformed, While
 from ipu_keras._src.device.targets import Target
 from ipu_keras._src.ops.registry import all_ops
 from ipu_keras.errors import OutOfTileMemoryError
@@ -111,8 +114,10 @@ def _kernel_takes(op, step, ops):
 class _Flow:
     """Walks the blocks from the main one, the slots written so far in hand."""
 
-    def __init__(self, blocks, ops):
+    def __init__(self, blocks, ops, base=()):
         self.blocks, self.ops, self.seen = blocks, ops, set()
+        self.base = set(base)   # what a called body may read besides its inputs
+        self.bodies = {}        # a called body -> (its inputs, its results)
 
     def block(self, index, written):
         _expect(index not in self.seen, "each block run by one step", f"block {index}")
@@ -131,6 +136,8 @@ class _Flow:
                 self.loop(step, written)
             elif isinstance(step, If):
                 self.branch(step, written)
+            elif isinstance(step, Call):
+                self.call(step)
             written.update(step.writes)
 
     def loop(self, step, written):
@@ -154,6 +161,19 @@ class _Flow:
             self.block(block, written | set(ins))
             _expect(set(outs) <= inner, "branch results written by the branch", step)
 
+    def call(self, step):
+        _expect(len(step.ins) == len(step.body_in) and len(step.outs) == len(step.body_out),
+                "a call handing its body as many values as it takes and gives", step)
+        known = self.bodies.get(step.body_block)
+        if known is not None:
+            _expect(known == (step.body_in, step.body_out),
+                    "every call of a body with the same inputs and results", step)
+            return
+        self.bodies[step.body_block] = (step.body_in, step.body_out)
+        inner = self.written_by(step.body_block, self.base, step.body_in)
+        self.block(step.body_block, self.base | set(step.body_in))
+        _expect(set(step.body_out) <= inner, "call results written by the body", step)
+
     def written_by(self, index, written, ins):
         """The slots in hand after block `index` runs (only its own steps' writes)."""
         out = written | set(ins)
@@ -162,13 +182,34 @@ class _Flow:
         return out
 
 
+def _no_cycle(blocks):
+    """Raises `Malformed` if a block runs itself through calls (other sub-blocks always
+    have larger indices than their parents), which the engine would recurse into forever."""
+    state = [0] * len(blocks)   # 0 unvisited, 1 on the path, 2 done
+
+    def visit(index):
+        state[index] = 1
+        for step in blocks[index].steps:
+            for sub in step.blocks:
+                _expect(state[sub] != 1, "calls that do not form a cycle",
+                        f"block {index} runs block {sub}")
+                if state[sub] == 0:
+                    visit(sub)
+        state[index] = 2
+
+    for index in range(len(blocks)):
+        if state[index] == 0:
+            visit(index)
+
+
 def check_program(fields):
     """Raises `Malformed` unless the loaded fields of an `Executable` mean a program the
     engine can run (module docstring)."""
     _target(fields["target"])
     _interface(fields)
+    _no_cycle(fields["blocks"])
     written = set(fields["inputs"]) | {slot for slot, _ in fields["constants"]}
-    flow = _Flow(fields["blocks"], all_ops())
+    flow = _Flow(fields["blocks"], all_ops(), written)
     flow.block(0, written)
     _expect(set(fields["outputs"]) <= written, "outputs written by the main program",
             fields["outputs"])

@@ -31,6 +31,10 @@ The model, per compute set (a superstep: sync, exchange, compute):
 * a sync costs `internal_sync_cycles` within one IPU, `external_sync_cycles` when
   the superstep spans IPUs or involves the host (stream copies).
 * host I/O: bytes over the host link (`host_link_bytes_per_second` at `clock_hz`).
+* a call of an outlined function: `CALL_OVERHEAD_CYCLES` for the call and return, then
+  one copy compute set for its arguments into the shared body's inputs and one for its
+  results out (each on its busiest tile, with a sync); its body's cycles are the body
+  block's, counted once per call.
 * an inter-IPU copy: its bytes over the IPU-Links of one IPU
   (`ipu_link_bytes_per_second` at `clock_hz`) plus `IPU_LINK_LATENCY_CYCLES`, on top of
   the exchange that lands them on the destination tiles and an external sync.
@@ -56,6 +60,9 @@ EXCHANGE_LATENCY_CYCLES = 30
 IPU_LINK_LATENCY_CYCLES = 700
 """Estimate: fixed cost of one transfer over the IPU-Links (link serialisation and
 flight, about half a microsecond at 1.33 GHz)."""
+
+CALL_OVERHEAD_CYCLES = 50
+"""Estimate: the control code of a call of a shared (outlined) function and its return."""
 
 AMP_PASS_CYCLES = {"float16": 4, "float32": 8}
 """Published (poplin `PerformanceEstimation.hpp`, `coreCycles` of the 1x1 AMP vertex):
@@ -185,6 +192,17 @@ def exchange_cycles(bytes_received, target):
     if bytes_received <= 0:
         return 0
     return EXCHANGE_LATENCY_CYCLES + math.ceil(bytes_received / target.exchange_bytes_per_cycle)
+
+
+def call_cycles(copies, target):
+    """[compute, sync] cycles of calling an outlined function: `copies` holds the bytes
+    the busiest tile copies for the arguments and for the results (zero: no copy)."""
+    compute, supersteps = CALL_OVERHEAD_CYCLES, 0
+    for nbytes in copies:
+        if nbytes > 0:
+            compute += VERTEX_OVERHEAD_CYCLES + math.ceil(nbytes / target.memcpy_bytes_per_cycle)
+            supersteps += 1
+    return compute, supersteps * sync_cycles(target)
 
 
 def host_io_cycles(nbytes, target):

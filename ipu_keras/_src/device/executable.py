@@ -11,13 +11,14 @@ declared in `.npy` headers, larger than the archive that holds them.
 
 Programs are typed records (`steps.py`): each block a `Block`, each step a frozen
 record of its kind (`Exec`, `Read`, `Write`, `Infeed`, `Outfeed`, `Collective`, `While`,
-`If`) with named fields. In the file they are plain JSON (a step is its kind, then its
+`If`, `Call`) with named fields. In the file they are plain JSON (a step is its kind, then its
 fields in order: `["exec", op, ins, outs, params]`), rebuilt and checked on loading: a
 malformed step or block, or a field naming a slot, variable, feed or block out of range,
 is refused with `ExecutableFormatError` as well, and so is a file of another
-`FORMAT_VERSION` (2 since the steps were typed; the executable cache's keys hold the
-version, so such an entry is recompiled). Block 0 is the main program; a block's
-sub-blocks have larger indices. `constants` lists [slot, array] pairs the engine presets
+`FORMAT_VERSION` (2 since the steps were typed, 3 since outlined functions' `Call` steps;
+the executable cache's keys hold the version, so such an entry is recompiled). Block 0
+is the main program; a block's sub-blocks have larger indices, except the shared body of
+an outlined function's calls. `constants` lists [slot, array] pairs the engine presets
 before running.
 
 A file may carry a `binding` (JSON data: the executable cache's key and graph
@@ -44,7 +45,7 @@ from ipu_keras._src.device.checks import check_program
 from ipu_keras._src.device.steps import CYCLE_KINDS, Malformed, blocks_from_data
 from ipu_keras.errors import ExecutableFormatError
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _MAX_DEPTH = 64
 """How deep params and info may nest (the compiler writes a few levels)."""
 _MEMBERS = ("executable.json", "constants.npz", "checksum")

@@ -8,9 +8,13 @@ A program is blocks of steps. Each step kind is a frozen record with named field
   Collective(op, ins, outs, params)    across replicas, by the runtime
   While(carry, cond_block, cond_in, cond_out, body_block, body_in, body_out, outs)
   If(pred, ins, then_block, then_in, then_out, else_block, else_in, else_out, outs)
+  Call(ins, body_block, body_in, body_out, outs, name)   an outlined function's body
 
 Slot fields hold a slot (an int) or a tuple of them; `*_block` fields the index of a
-sub-block, always larger than that of the block holding the step. Every step also says
+sub-block, always larger than that of the block holding the step, except a `Call`'s
+`body_block`: one body serves every call of the function, wherever they are, so it may
+be any block but the main one and the caller's own (`checks.py` refuses a program whose
+calls form a cycle). Every step also says
 what it `reads` and `writes` in its block and which `blocks` it runs, so that no reader
 needs a table of field positions. A `Block` holds its steps, its `cycles` per kind
 (`CYCLE_KINDS`), its `profile` (`ProfileRow`s for reports), the `sources` of its steps
@@ -171,8 +175,27 @@ class If(Step):
     blocks = property(lambda self: (self.then_block, self.else_block))
 
 
+@_record
+class Call(Step):
+    """Runs `body_block`, an outlined function's body shared by all its calls, on `ins`
+    (copied to `body_in`); `outs` gets the body's `body_out`. `name` is the function's."""
+
+    kind: ClassVar[str] = "call"
+    layout: ClassVar[tuple] = ("slots", "callee", "slots", "slots", "slots", "name")
+    ins: tuple
+    body_block: int
+    body_in: tuple
+    body_out: tuple
+    outs: tuple
+    name: str
+
+    reads = property(lambda self: self.ins)
+    writes = property(lambda self: self.outs)
+    blocks = property(lambda self: (self.body_block,))
+
+
 STEP_KINDS = {cls.kind: cls for cls in (Exec, Read, Write, Infeed, Outfeed, Collective,
-                                        While, If)}
+                                        While, If, Call)}
 
 
 @_record
@@ -265,6 +288,7 @@ class Block:
 # Per kind of field in a `Step.layout`: value, encode -> the field as JSON data.
 _TO_DATA = {
     "slot": lambda v, encode: int(v), "block": lambda v, encode: int(v),
+    "callee": lambda v, encode: int(v),
     "var": lambda v, encode: int(v), "infeed": lambda v, encode: int(v),
     "outfeed": lambda v, encode: int(v), "name": lambda v, encode: v,
     "slots": lambda v, encode: [int(s) for s in v], "params": lambda v, encode: encode(v),
@@ -342,12 +366,20 @@ _FIELDS = {
     "slot": _slot,
     "slots": _slots,
     "block": lambda v, b, where: _index(v, b.blocks, "a sub-block", where, b.block + 1),
+    "callee": lambda v, b, where: _callee(v, b, where),
     "var": lambda v, b, where: _index(v, b.variables, "a variable", where),
     "infeed": lambda v, b, where: _index(v, b.infeeds, "an infeed", where),
     "outfeed": lambda v, b, where: _index(v, b.outfeeds, "an outfeed", where),
     "name": _of_type(str, "a string"),
     "params": lambda v, b, where: _params(b.decode(v), b, where),
 }
+
+
+def _callee(value, bounds, where):
+    """A call's body: any block but the main one and the caller's."""
+    index = _index(value, bounds.blocks, "a body block", where, 1)
+    _expect(index != bounds.block, "a body block other than the caller's", where, value)
+    return index
 
 
 def _list(value, what, where, length=None):
@@ -385,7 +417,7 @@ def _profile_row(data, bounds, where):
             data)
     cycles = _list(cycles, _COUNTS, where, len(CYCLE_KINDS))
     return ProfileRow(op, layer, _cycles(cycles_of(cycles), where),
-                      tuple(_FIELDS["block"](b, bounds, where)
+                      tuple(_callee(b, bounds, where)   # a call's body may come first
                             for b in _list(blocks, "a list of sub-blocks", where)))
 
 
@@ -458,3 +490,4 @@ def blocks_from_data(data, decode, slots, variables, infeeds, outfeeds):
         bounds.block = index
         blocks.append(_block_from_data(block, bounds))
     return blocks
+

@@ -10,7 +10,8 @@ since reports and error messages of the executable show it; value names do not
 reach the executable and are left out. `fingerprint(graph)` is the hex SHA-256 of
 the text; the executable cache (`ipu_keras/compile.py`) builds its key on it.
 
-Used only by the compile entry point; the compiler passes never read it.
+Used by the compile entry point, and by the compiler to tell which outlined calls
+share one body (`compiler/passes/outline.py`).
 """
 import enum
 import hashlib

@@ -15,7 +15,7 @@ import inspect
 
 import keras
 
-from ipu_keras._src.keras import accumulation, pipelining, replication
+from ipu_keras._src.keras import accumulation, execution_options, pipelining, replication
 from ipu_keras._src.keras.callbacks import StepReplay
 from ipu_keras._src.keras.device_function import DeviceFunction
 from ipu_keras._src.keras.device_time import with_device_time
@@ -33,7 +33,23 @@ class IPUTrainerMixin:
     @property
     def distribute_strategy(self):
         """Keras' strategy, except that the datasets it distributes are device infeeds."""
-        return _InfeedStrategy(super().distribute_strategy)
+        return _InfeedStrategy(super().distribute_strategy, self)
+
+    @property
+    def steps_per_execution(self):
+        """Steps per device execution, always a Python int (`execution_options.py`)."""
+        return self.__dict__.get("steps_per_execution", 1)
+
+    @steps_per_execution.setter
+    def steps_per_execution(self, value):
+        self.__dict__["steps_per_execution"] = execution_options.as_steps_per_execution(value)
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if "steps_per_execution" in config:   # `compile` kept what it was given, maybe a tensor
+            config["steps_per_execution"] = execution_options.as_steps_per_execution(
+                self._compile_config.config["steps_per_execution"])
+        return config
 
     def make_train_function(self, force=False):
         if self.train_function is None or force:
@@ -139,6 +155,39 @@ class IPUTrainerMixin:
             )
         self._ipu_asynchronous_callbacks = asynchronous
 
+    def export_for_ipu_serving(self, export_dir, batch_size=None, output_names=None,
+                               preprocessing_step=None, preprocessing_step_signature=None,
+                               postprocessing_step=None, postprocessing_step_signature=None,
+                               purge_export_dir=False):
+        """`ipu.serving.export_keras(self, ...)`: a SavedModel of this model's inference with
+        its compiled IPU program (SDK 2.6+; see `ipu_keras.serving`)."""
+        from ipu_keras._src.serving.exports import export_model
+
+        return export_model(self, export_dir, batch_size, output_names, preprocessing_step,
+                            preprocessing_step_signature, postprocessing_step,
+                            postprocessing_step_signature, purge_export_dir)
+
+    def set_infeed_queue_options(self, **kwargs):
+        """Options of the infeed that `fit`, `evaluate` and `predict` feed the device from.
+
+        Applies from the next call. `prefetch_depth` (1 to 255) makes the host prefetch that
+        many batches ahead of the device; `optimise_latency` and `device_ordinal` are
+        checked and kept (no effect on the simulator). Keys Keras sets itself (`dataset`,
+        `infeed_spec`, `element_spec`) are refused, other unknown keys ignored with a
+        warning, as Graphcore's Keras ignored them.
+        """
+        execution_options.set_infeed_queue_options(self, **kwargs)
+
+    def set_outfeed_queue_options(self, **kwargs):
+        """Options of the outfeed that brings back each step's results.
+
+        Applies from the next call. `buffer_depth` (>= 1) and `optimise_latency` are
+        checked and kept (the simulator's host buffer is unbounded); `outfeed_mode` and
+        `device_ordinal` are refused, as Graphcore's Keras refused them, and an unknown key
+        is a TypeError.
+        """
+        execution_options.set_outfeed_queue_options(self, **kwargs)
+
     def set_gradient_accumulation_options(self, gradient_accumulation_steps_per_replica=None,
                                           gradient_accumulation_reduction_method="sum",
                                           use_v2_gradient_accumulation_optimizer=False,
@@ -240,14 +289,17 @@ class IPUTrainerMixin:
 
 class _InfeedStrategy:
     """A strategy whose `experimental_distribute_dataset` gives the dataset the options of
-    a device infeed (`runtime.infeed_dataset`) first; everything else is `strategy`'s.
-    Keras' trainer builds each epoch's input pipeline through it."""
+    a device infeed (`runtime.infeed_dataset`) and the model's `prefetch_depth` first;
+    everything else is `strategy`'s. Keras' trainer builds each epoch's input pipeline
+    through it."""
 
-    def __init__(self, strategy):
+    def __init__(self, strategy, model):
         self._strategy = strategy
+        self._model = model
 
     def experimental_distribute_dataset(self, dataset, options=None):
-        return self._strategy.experimental_distribute_dataset(infeed_dataset(dataset), options)
+        dataset = execution_options.with_prefetch(self._model, infeed_dataset(dataset))
+        return self._strategy.experimental_distribute_dataset(dataset, options)
 
     def __getattr__(self, name):
         return getattr(self._strategy, name)

@@ -2,7 +2,14 @@
 
 * `while(*carry)`, params `cond` (carry -> bool scalar) and `body` (carry -> carry);
 * `if(pred, *operands)`, params `then` and `else` (operands -> results);
-* `call(*args)`, param `fn`; the compiler's inline pass replaces it by its body.
+* `call(*args)`, param `fn`; the compiler's inline pass replaces it by its body, unless
+  the call has param `outlined` (the name given to `functional_ops.outlined_function`):
+  such a call stays a call, and every call of the same body shares one body program.
+
+An outlined function reaches the tracer as a call of a TensorFlow function whose name
+holds `OUTLINED_MARK`, the function's name and `OUTLINED_END` (`outlined_name`);
+TensorFlow names the forward and backward functions it derives for gradients after it,
+so the backward pass is outlined too.
 
 A call marked as one IPU op (`_ipu_op`, see `tracer/marked.py`) is not a `call`: it is
 imported by the importer registered for the op's type name, with its params.
@@ -12,6 +19,7 @@ inside the bodies, so only dense values cross a sub-graph boundary. The engine r
 these ops itself. Their cost is the cost of what their bodies run.
 """
 import json
+import re
 
 from ipu_keras.errors import StaticShapeRequiredError, UnsupportedOpError
 from ipu_keras._src.ops._common import no_cost
@@ -41,7 +49,7 @@ def _if_shape(in_types, **branches):
     return outs
 
 
-def _call_shape(in_types, *, fn):
+def _call_shape(in_types, *, fn, outlined=None):
     return [v.type for v in fn.outputs]
 
 
@@ -91,6 +99,24 @@ MARKED_PARAMS_ATTR = "_ipu_op_params"
 params (JSON). It is imported by the importer registered for that type name."""
 
 
+OUTLINED_MARK = "ipu_outlined__"
+"""In a TensorFlow function's name: the function is an outlined function's body."""
+OUTLINED_END = "__"
+"""Ends the outlined function's name in the TensorFlow function's name (TensorFlow then
+appends `_<number>`s)."""
+_OUTLINED = re.compile(r"(__backward_)?" + OUTLINED_MARK + r"(\w*?)" + OUTLINED_END
+                       + r"_\d")   # TensorFlow's numbers (and the TF1 path's suffix) follow
+
+
+def outlined_name(fn_name):
+    """The outlined function's name (with " (backward)" for the gradient TensorFlow
+    derives from it) if the TensorFlow function `fn_name` is an outlined body, else None."""
+    found = _OUTLINED.search(fn_name)
+    if found is None:
+        return None
+    return found.group(2) + (" (backward)" if found.group(1) else "")
+
+
 @tf_import("PartitionedCall", "StatefulPartitionedCall")
 def _import_call(node, b):
     marked = node.attr(MARKED_OP_ATTR, None)
@@ -99,7 +125,9 @@ def _import_call(node, b):
     fn = node.function("f", node.inputs)
     if not fn.outputs and not fn.equations:
         return []
-    outs = b.emit("call", _dense(node.inputs), fn=fn)
+    name = outlined_name(node.function_name("f"))
+    params = {"fn": fn} if name is None else {"fn": fn, "outlined": name}
+    outs = b.emit("call", _dense(node.inputs), **params)
     return list(outs) if isinstance(outs, tuple) else ([outs] if fn.outputs else [])
 
 

@@ -21,7 +21,9 @@ op it owns:
     slot), "variable_read", "variable_write", "stream_in" / "stream_out" (infeed and
     outfeed), "replica_reduce" / "replica_index" (collectives, handed to the runtime),
     "loop" / "branch" (control flow with sub-graphs), "subgraph_call" (inlined before
-    lowering), "link_copy" (a compute step whose bytes also cross the IPU-Links);
+    lowering), "link_copy" (a compute step whose bytes also cross the IPU-Links),
+    "host_call" (a step that runs its kernel on the host: its operands and results
+    cross the host link, with an external sync, and no tile computes);
   - `tile_rule` (one of `TILE_RULES`, or a callable `(params) -> one of them`): the strict
     tile mode's dependency rule (`simulator/tile_rules.py`), default "fallback". With
     it: `tile_moves`, for "probe", the operands whose elements the op moves ("all" or
@@ -66,7 +68,8 @@ the previous step produced (an RNN's state), an exchange and a sync per step."""
 WORK_KINDS = ("none", "vector", "transcendental", "amp", "copy", "reduce")
 MAPPINGS = ("elementwise", "linear", "matmul", "reduce", "single", "engine")
 ROLES = ("compute", "constant", "variable_read", "variable_write", "stream_in", "stream_out",
-         "replica_reduce", "replica_index", "loop", "branch", "subgraph_call", "link_copy")
+         "replica_reduce", "replica_index", "loop", "branch", "subgraph_call", "link_copy",
+         "host_call")
 TILE_RULES = ("elementwise", "rows", "reduce", "channel", "window", "conv", "matmul", "probe",
               "fallback")
 PLANS = ("matmul", "conv", "gather")

@@ -2,7 +2,8 @@
 
 `build(executable, name, key, counts)` gathers what the compiler left in the
 executable (target, memory summary, liveness, the blocks with their per-step
-`profile`, the `tensor_map`, the plans, pass times) into the report's sections, and,
+`profile`, the outlined functions' shared bodies, the `tensor_map`, the plans, pass
+times) into the report's sections, and,
 when `counts` (block execution counts of the last run) is given, the execution
 trace: block counts, cycles per block split by kind, the totals, and the ops where
 the cycles went. No TensorFlow, no plotting: see `plots.py` and `html.py`.
@@ -10,7 +11,7 @@ the cycles went. No TensorFlow, no plotting: see `plots.py` and `html.py`.
 import math
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
-from ipu_keras._src.device.steps import If, While
+from ipu_keras._src.device.steps import Call, If, While
 from ipu_keras._src.reports.timeline import ipus_section
 from ipu_keras.version import __version__
 
@@ -32,6 +33,7 @@ def build(executable, name, key, counts=None):
         "memory": memory_section(executable),
         "liveness": liveness_section(executable),
         "program": program_tree(executable),
+        "outlined_functions": outlined_section(executable, counts),
         "plans": list(info.get("plans", [])),
         "tensor_map": tensor_rows(executable),
         "execution": None if counts is None else execution_section(executable, counts),
@@ -78,7 +80,25 @@ def _roles(executable):
             elif isinstance(step, If):
                 roles[step.then_block] = (index, "if then")
                 roles[step.else_block] = (index, "if else")
+            elif isinstance(step, Call):   # a shared body: under its first caller
+                roles.setdefault(step.body_block, (index, f"outlined function {step.name}"))
     return roles
+
+
+def outlined_section(executable, counts=None):
+    """Each outlined function's body block: its name, call sites in the program and,
+    after a run, how many times it was called (its block's count)."""
+    bodies = {}
+    for block in executable.blocks:
+        for step in block.steps:
+            if isinstance(step, Call):
+                entry = bodies.setdefault(step.body_block, {
+                    "name": step.name, "block": step.body_block, "call_sites": 0,
+                    "cycles_per_call": dict(executable.blocks[step.body_block].cycles)})
+                entry["call_sites"] += 1
+    for entry in bodies.values():
+        entry["calls"] = None if counts is None else int(counts[entry["block"]])
+    return sorted(bodies.values(), key=lambda e: e["block"])
 
 
 def program_tree(executable):

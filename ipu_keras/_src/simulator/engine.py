@@ -8,8 +8,10 @@ earlier; a chain of rowwise steps whose intermediates die within it runs a block
 at a time, so that those stay in the cache (`fusion.py`), an op followed by the only
 reader of its output runs as one kernel where its family registered one (`pairs.py`),
 and two independent products next to each other run at once, one per core
-(`siblings.py`). Cycles are not added up while running: each block counts how often it
-ran, and `cycles()` multiplies those counts by the cost tables the compiler computed.
+(`siblings.py`). An outlined function's body is one block that every call of it runs
+(`Call`), its count the number of calls. Cycles are not added up while running: each
+block counts how often it ran, and `cycles()` multiplies those counts by the cost tables
+the compiler computed.
 
 Host streams and variables are the runtime's business; the engine sees them through
 `state` (a list of variable arrays it replaces entries of) and `streams` (an object
@@ -38,7 +40,7 @@ import functools
 import numpy as np
 
 from ipu_keras._src.device.executable import CYCLE_KINDS
-from ipu_keras._src.device.steps import Exec, If, Source, While, Write
+from ipu_keras._src.device.steps import Call, Exec, If, Source, While, Write
 from ipu_keras.errors import FloatingPointTrapError, IndexOutOfRangeError, OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.ops.state import write_kernel
@@ -287,6 +289,21 @@ class Engine:
                 env[slot] = env[i]
         return run
 
+    def _step_call(self, step):
+        """An outlined function's call: its arguments copied in, its shared body run, its
+        results copied out. The body may be built after the caller (it can have a smaller
+        index), so it is looked up when the call runs."""
+        ins, outs, body_in, body_out = step.ins, step.outs, step.body_in, step.body_out
+        blocks, index = self._blocks, step.body_block
+
+        def run(env):
+            for slot, i in zip(body_in, ins):
+                env[slot] = env[i]
+            blocks[index](env)
+            for slot, i in zip(outs, body_out):
+                env[slot] = env[i]
+        return run
+
 
 def _call_into(kernel, ins, out):
     """A step writing `kernel(*ins)` to slot `out`, with its operands named one by one for
@@ -341,6 +358,8 @@ def _exports(executable):
             elif isinstance(step, If):
                 exports[step.then_block].update(step.then_out)
                 exports[step.else_block].update(step.else_out)
+            elif isinstance(step, Call):
+                exports[step.body_block].update(step.body_out)
     return exports
 
 

@@ -103,13 +103,17 @@ class Node:
         queue = self._importer.outfeed_queue(queue_id)
         return self._importer.state.outfeed(queue, types)
 
+    def function_name(self, attr):
+        """The name of the library function that attribute `attr` names."""
+        return self.op.node_def.attr[attr].func.name
+
     def function(self, attr, args):
         """Import the function named by attribute `attr`, binding its inputs to `args`.
 
         For a function run once per execution of the op (a call, a branch): what is
         known of `args` at compile time is known of its inputs.
         """
-        self.called[attr] = self.function_named(self.op.node_def.attr[attr].func.name, args)
+        self.called[attr] = self.function_named(self.function_name(attr), args)
         return self.called[attr]
 
     def function_named(self, fn_name, args):

@@ -1,8 +1,9 @@
 """GroupNorm, InstanceNorm and LayerNorm: one group-norm computation, no moving statistics.
 
 Training and inference both normalise with the statistics of the batch at hand (per sample
-and per group, biased variance). Channel `c` belongs to group `c % groups` when
-`strided_channel_grouping` (the default), else to group `c // (channels // groups)`.
+and per group, biased variance), computed as `ipu.normalization_ops` does. Channel `c`
+belongs to group `c % groups` when `strided_channel_grouping` (the default), else to group
+`c // (channels // groups)`.
 GroupNorm and InstanceNorm default gamma and beta to glorot_uniform, as the original does;
 LayerNorm defaults them to ones and zeros and its weights interchange with Keras'.
 """
@@ -12,25 +13,8 @@ import operator
 import keras
 import tensorflow as tf
 
+from ipu_keras.ops.normalization_ops import normalise as group_norm
 from ipu_keras_addons.keras.layers.ipu_layer import IPULayer, argument_error, serializable
-
-
-def group_norm(x, gamma, beta, groups, epsilon, strided):
-    """Normalises channels-last `x` [N, ..., C] per sample and channel group."""
-    shape = x.shape
-    channels = shape[-1]
-    spatial = functools.reduce(operator.mul, shape[1:-1], 1)
-    if strided:
-        grouped = tf.reshape(x, [-1, spatial, channels // groups, groups])
-        axes = [1, 2]
-    else:
-        grouped = tf.reshape(x, [-1, spatial, groups, channels // groups])
-        axes = [1, 3]
-    mean = tf.reduce_mean(grouped, axis=axes, keepdims=True)
-    variance = tf.reduce_mean(tf.square(grouped - mean), axis=axes, keepdims=True)
-    normalised = (grouped - mean) * tf.math.rsqrt(variance + epsilon)
-    normalised = tf.reshape(normalised, [-1] + list(shape[1:]))
-    return normalised * gamma + beta
 
 
 @serializable

@@ -6,10 +6,12 @@ plans of matmuls, convolutions and gathers) and the target, and summed per block
 compute on the slowest tile (`device/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
-copies and, in the main block, for the program's arguments and results (a compiled
+copies and calls to the host (host embeddings) and, in the main block, for the program's arguments and results (a compiled
 function's inputs stream in from the host, its outputs back: profile row
 "host_transfer"). Reductions take one superstep to reduce in place and one per stage
-of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. Each
+of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. An
+outlined function's calls share one body block (`Call` steps, `outline.py`), each call
+charged its overhead and argument and result copies (`cost.call_cycles`). Each
 block (a `device/steps.Block` of typed steps) also keeps a `profile` for reports: a
 `ProfileRow` per costed or control-flow step (op, Keras layer, its cycles, its
 sub-blocks); the engine does not read it. `sources` gives each step's `Source`
@@ -25,17 +27,20 @@ import dataclasses
 import math
 
 from ipu_keras._src.compiler.passes import traffic
+from ipu_keras._src.compiler.passes.outline import body_key, is_outlined
 from ipu_keras.errors import ReplicationError
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.device.steps import (
-    Block, Collective, Exec, If, Infeed, Outfeed, ProfileRow, Read, Source, StepTraffic,
+    Block, Call, Collective, Exec, If, Infeed, Outfeed, ProfileRow, Read, Source, StepTraffic,
     TileFacts, TileMapping, While, Write, cycles_of)
 
 _CONTROL = ("loop", "branch")
 """Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
 _COLLECTIVE = ("replica_reduce", "replica_index")
-_STREAMS = ("stream_in", "stream_out")
+_HOST = ("stream_in", "stream_out", "host_call")
+"""Roles whose steps talk to the host: stream copies and calls to the host (host
+embeddings' lookups and updates)."""
 _FREE = ("constant", "variable_read", "loop", "branch", "subgraph_call", "replica_index")
 """Roles whose own step costs no cycles."""
 
@@ -49,6 +54,7 @@ class _Lowering:
         self.slots = {}
         self.blocks = []
         self.constants = []
+        self.bodies = {}   # an outlined body's key -> its Call step's body fields
 
     def slot(self, value):
         if value.id not in self.slots:
@@ -72,7 +78,7 @@ class _Lowering:
             eqn_cycles = self.cycles(eqn)
             for k, c in enumerate(eqn_cycles):
                 cycles[k] += c
-            if any(eqn_cycles) or isinstance(step, (While, If)):
+            if any(eqn_cycles) or isinstance(step, (While, If, Call)):
                 profile.append(_profile_row(eqn, eqn_cycles, step))
         self.blocks[index] = Block(tuple(steps), cycles_of(cycles), tuple(profile),
                                    tuple(sources), self.tile_facts(graph))
@@ -135,21 +141,39 @@ class _Lowering:
             return If(ins[0], ins[1:], self.block(then), self.slots_of(then.inputs),
                       self.slots_of(then.outputs), self.block(other), self.slots_of(other.inputs),
                       self.slots_of(other.outputs), outs)
+        if is_outlined(eqn):
+            return self.call(eqn, ins, outs)
         assert not get_op(eqn.op).engine, f"no lowering for engine op {eqn.op}"
         return Exec(eqn.op, ins, outs, p)
+
+    def call(self, eqn, ins, outs):
+        """An outlined call: the first call of a body lowers it, the others run that block
+        (`passes/outline.py`)."""
+        key = body_key(eqn)
+        if key not in self.bodies:
+            fn = eqn.params["fn"]
+            self.bodies[key] = (self.block(fn), self.slots_of(fn.inputs),
+                                self.slots_of(fn.outputs))
+        block, body_in, body_out = self.bodies[key]
+        return Call(ins, block, body_in, body_out, outs, eqn.params["outlined"])
 
     # -- cost ----------------------------------------------------------------------
     def cycles(self, eqn):
         """[compute, exchange, sync, host_io] cycles of one execution of `eqn`."""
         target, opdef = self.target, get_op(eqn.op)
+        if opdef.role == "subgraph_call" and is_outlined(eqn):
+            compute, sync = cost_model.call_cycles(
+                [self._busiest_bytes(eqn.inputs), self._busiest_bytes(eqn.outputs)], target)
+            return [compute, 0, sync, 0]
         if opdef.role in _FREE:
             return [0, 0, 0, 0]
         if opdef.role == "replica_reduce":   # over the IPU-Links, replica to replica
             group = eqn.params["group_size"] or self.replicas
             return [0, 0, 0, 0] if group <= 1 else [
                 0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
-        if opdef.role in _STREAMS:
-            # A stream copy synchronises with the host: an external sync.
+        if opdef.role in _HOST:
+            # A stream copy (or a call to the host) synchronises with the host: an
+            # external sync, and its bytes over the host link.
             nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
             return [0, 0, cost_model.sync_cycles(target, external=True),
                     cost_model.host_io_cycles(nbytes, target)]
@@ -226,6 +250,16 @@ class _Lowering:
         units = math.ceil(work.amount / work.steps / min(m.tiles, per_step))
         return (work.steps * cost_model.compute_cycles(work.kind, units, dtype, target),
                 m, work)
+
+    def _busiest_bytes(self, values):
+        """Bytes of `values` on the tile holding most of them."""
+        n = self.map.num_tiles
+        total = 0
+        for v in values:
+            m = self.map.values.get(v.id)
+            if m is not None:
+                total = total + m.elements(v.type.size, n) * v.type.itemsize
+        return int(total.max()) if hasattr(total, "max") else 0
 
     def _spans_ipus(self, start, tiles):
         per_ipu = self.map.tiles_per_ipu or self.map.num_tiles

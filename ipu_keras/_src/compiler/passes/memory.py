@@ -4,7 +4,8 @@ Always-live (for the whole program): variables, constants, stream buffers (one
 element of each host stream on the tiles it lands on or leaves from) and, when
 `compile_ipu_code` is on, code: vertex code (per distinct vertex type on a tile),
 vertex state (per vertex), control code (per program step, on every tile) and
-exchange code (per exchange phase, on each receiving tile).
+exchange code (per exchange phase, on each receiving tile); an outlined function's body
+shared by several calls is counted once (`walk_once`).
 
 Not-always-live ("temporaries"): every other value, live from the step that defines
 it to its last use (views such as `reshape` share their source's memory), plus what
@@ -21,6 +22,7 @@ import dataclasses
 import numpy as np
 
 from ipu_keras._src.compiler.passes import traffic
+from ipu_keras._src.compiler.passes.outline import body_key, is_outlined
 from ipu_keras._src.flags import engine_options, flag_as_bool
 from ipu_keras.errors import OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
@@ -161,7 +163,7 @@ def _code(graph, live, compile_ipu_code):
         return out
     vertex_types = {}
     steps = 0
-    for eqn in graph.walk():
+    for eqn in walk_once(graph):
         if get_op(eqn.op).role in ("constant", "variable_read", "loop", "branch",
                                    "subgraph_call"):
             continue
@@ -176,6 +178,23 @@ def _code(graph, live, compile_ipu_code):
         out["vertex_code"] += present * size
     out["control_code"] += steps * CONTROL_CODE_BYTES_PER_STEP
     return out
+
+
+def walk_once(graph, seen=None):
+    """Every equation of `graph` as `Graph.walk` yields them, an outlined function's body
+    once however many calls share it (`outline.py`): its code is on the tiles once."""
+    seen = set() if seen is None else seen
+    for eqn in graph.equations:
+        yield eqn
+        if not eqn.subgraphs():
+            continue
+        if is_outlined(eqn):
+            key = body_key(eqn)
+            if key in seen:
+                continue
+            seen.add(key)
+        for sub in eqn.subgraphs():
+            yield from walk_once(sub, seen)
 
 
 def _vertices(eqn, live):
