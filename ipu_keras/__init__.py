@@ -12,12 +12,21 @@ of `ipu_keras._src` (tracer -> compiler -> simulator, with the runtime on the ho
 Names are loaded on first use, so that the lower layers of `ipu_keras._src` import
 without TensorFlow.
 
+Once TensorFlow is loaded (before `import ipu_keras`, or after it: a finder on
+`sys.meta_path` waits for it), eager ops under `tf.device('/device:IPU:0')` run on the
+simulated IPU, one compiled op at a time, as the SDK's IPU device ran them
+(`_src/driver/eager.py`, which wraps TensorFlow's two eager execution functions for it,
+as TensorFlow's own op callbacks wrap one of them).
+
 Importing `ipu_keras` also makes `ipu_keras.keras` reachable as `keras.ipu` and
 `tf.keras.ipu` (the SDK 2.6+ spelling; `_src/keras_namespace.py`): the one change
 ipu_keras makes to another package's namespace. Neither Keras nor TensorFlow is loaded
 for it.
 """
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 from ipu_keras._src import keras_namespace
 from ipu_keras.version import __version__
@@ -50,6 +59,35 @@ _NAMES = {
 __all__ = sorted(("__version__",) + _MODULES + _OP_MODULES + tuple(_NAMES))
 
 
+def _place_eager_ops_on_the_ipu():
+    """Installs the eager IPU device once TensorFlow is loaded (it is not loaded here)."""
+    if sys.modules.get("tensorflow") is not None:
+        importlib.import_module("ipu_keras._src.driver.eager").install()
+    elif not any(isinstance(f, _AfterTensorFlow) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterTensorFlow())
+
+
+class _AfterTensorFlow(importlib.abc.MetaPathFinder):
+    """Finds nothing; when TensorFlow is first imported, installs the eager IPU device
+    right after TensorFlow's own module has run, and leaves `sys.meta_path`."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _place_eager_ops_on_the_ipu()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def __getattr__(name):
     if name in _MODULES:
         return importlib.import_module(f"ipu_keras.{name}")
@@ -59,6 +97,9 @@ def __getattr__(name):
         module, attr = _NAMES[name]
         return getattr(importlib.import_module(f"ipu_keras.{module}"), attr)
     raise AttributeError(f"module 'ipu_keras' has no attribute '{name}'")
+
+
+_place_eager_ops_on_the_ipu()
 
 
 def __dir__():

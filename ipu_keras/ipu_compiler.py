@@ -2,7 +2,7 @@
 import tensorflow as tf
 
 from ipu_keras._src.driver import executor as _executor
-from ipu_keras._src.tf1 import cluster, in_graph_mode
+from ipu_keras._src.tf1 import auto_cluster, cluster, in_graph_mode
 
 
 def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
@@ -25,7 +25,8 @@ def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
             f"ipu_compiler.compile expected a callable computation (a Python function or "
             f"tf.function). Received: computation={computation!r}.")
     if in_graph_mode():
-        return cluster.compile_in_graph(computation, list(inputs or ()))
+        with auto_cluster.compiling():  # its ops are compiled here, not auto-clustered
+            return cluster.compile_in_graph(computation, list(inputs or ()))
     result = _executor.run(computation, tuple(inputs or ()), {})
     if result is None:
         return []

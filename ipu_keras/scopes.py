@@ -23,8 +23,11 @@ def ipu_scope(device):
     """Places the code inside on the simulated IPU named `device` ("/device:IPU:N").
 
     In a TensorFlow 1 graph, variables made inside are resource variables (as the
-    original's scope made them); ops made inside but not compiled with
-    `ipu_compiler.compile` run on the CPU (a note says so once).
+    original's scope made them), and the ops made inside but not compiled with
+    `ipu_compiler.compile` are clustered for the simulated IPU, as the original's IPU
+    device clustered them: `Session.run` runs each cluster there
+    (`ipu_keras/_src/tf1/auto_cluster.py`). In eager code it is `tf.device(device)`:
+    eager ops inside run on the IPU one by one (`ipu_keras/_src/driver/eager.py`).
     """
     if not isinstance(device, str) or not _DEVICE.match(device):
         raise ValueError(
@@ -33,9 +36,20 @@ def ipu_scope(device):
     from ipu_keras._src import tf1  # noqa: PLC0415 - TensorFlow only once a scope is entered
 
     if not tf1.in_graph_mode():
-        yield
+        import tensorflow as tf  # noqa: PLC0415 - loaded already: not in graph mode
+
+        from ipu_keras._src.driver import eager  # noqa: PLC0415 - as TensorFlow
+
+        eager.install()
+        # Eagerly, the ops inside run on the IPU one by one, as under tf.device (the eager
+        # IPU device); inside a tf.function, where compiling places the whole function,
+        # the scope changes nothing.
+        with tf.device(device) if tf.executing_eagerly() else contextlib.nullcontext():
+            yield
         return
-    with tf1.resource_variables():
+    from ipu_keras._src.tf1 import auto_cluster  # noqa: PLC0415 - TensorFlow, as above
+
+    with tf1.resource_variables(), auto_cluster.ipu_ops_clustered(device):
         yield
 
 

@@ -31,6 +31,15 @@ _SUPPORTED = (
     ("ipu.pipelining_ops.pipeline", "stages on the simulated IPUs, gradients accumulated on "
      "the device; in tf.function and in TF1 graphs (`ipu_compiler.compile`); results leave "
      "through the outfeed in the SDK's structures", "2.1"),
+    ("ipu.scopes.ipu_scope: TF1 ops outside ipu_compiler.compile", "clustered for the IPU "
+     "as the SDK's auto-clustering did: `Session.run` compiles each cluster (per input "
+     "shape, cached) and runs it on the simulated IPU, gradients included; ops on variables "
+     "and datasets stay on the host; an op without an IPU kernel warns and runs on the CPU",
+     "2.1"),
+    ("tf.device('/device:IPU:0'): eager ops", "each op compiled on its own for the simulated "
+     "IPU (after `import ipu_keras`), cached by op, attributes and input signature; ops on "
+     "variables, eager tf.function calls and ops without an IPU kernel warn and run on the "
+     "CPU", "2.1"),
     ("keras.ipu, tf.keras.ipu", "after `import keras` or `from tensorflow import keras`, "
      "`import ipu_keras` makes them the module `ipu_keras.keras` (also `import keras.ipu`, "
      "`from keras.ipu.optimizers import ...`)", "2.6"),

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import json
 import sys
+import threading
 
 SHARD_ATTR = "_ipu_shard"
 STAGE_ATTR = "_ipu_stage"
@@ -172,3 +173,23 @@ def _placed_registry():
             return _placed(fn)
 
     return _PlacedRegistry
+
+
+_host = threading.local()
+
+
+@contextlib.contextmanager
+def host_work():
+    """Inside (a context or a decorator): eager ops are ipu_keras's own host work, such as
+    the runtime's variable sync, which runs on the host even when the user's code placed
+    it under `tf.device('/device:IPU:0')` (see `in_host_work`)."""
+    _host.depth = getattr(_host, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _host.depth -= 1
+
+
+def in_host_work():
+    """True inside `host_work()` on this thread: the eager IPU device leaves ops alone."""
+    return getattr(_host, "depth", 0) > 0

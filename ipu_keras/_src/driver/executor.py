@@ -27,6 +27,7 @@ import tensorflow as tf
 from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src.runtime import outfeeds
 from ipu_keras._src.driver.compile import compile_for_ipu
+from ipu_keras._src.placement import host_work
 from ipu_keras._src.runtime import Session, infeed_for
 from ipu_keras._src.tracer import trace
 from ipu_keras._src.tracer.trace import split_arguments
@@ -115,6 +116,7 @@ def compiled(fn, args=(), kwargs=None):
     return entry[0], dense
 
 
+@host_work()  # tracing and the session's host side, whatever the user's device scope
 def run(fn, args=(), kwargs=None):
     function, dense = compiled(fn, args, kwargs)
     return function(dense)

@@ -23,6 +23,7 @@ import numpy as np
 from ipu_keras._src.reports import profile
 from ipu_keras._src.runtime.process_group import active_group
 from ipu_keras._src.ops import cores
+from ipu_keras._src.placement import host_work
 from ipu_keras._src.runtime.feeds import StreamSet
 from ipu_keras._src.runtime.host_heap import keep_freed_memory
 from ipu_keras._src.runtime.replicas import combine_outfeeds, replication_factor, run_replicas
@@ -68,6 +69,7 @@ class Session:
         self.last_cycles = None
         self.run_index = 0
 
+    @host_work()  # the variable sync and feeds are host work, whatever the device scope
     def run(self, inputs):
         """Run the executable once on `inputs` (numpy arrays); returns its outputs (those
         of replica 0 when replicated)."""

@@ -6,7 +6,6 @@
 """
 import contextlib
 import logging
-import weakref
 
 import tensorflow as tf
 
@@ -43,21 +42,7 @@ def move_initialization_to_cpu(graph):
 
 @contextlib.contextmanager
 def resource_variables():
-    """A TF1 `ipu_scope`: variables made inside are resource variables.
-
-    The ops made inside that `ipu_compiler.compile` does not take run on the CPU, where
-    the original clustered them for the IPU automatically; a note says so once per graph.
-    """
-    graph = tf.compat.v1.get_default_graph()
-    first = len(graph.get_operations())
+    """A TF1 `ipu_scope`'s variable scope: variables made inside are resource variables."""
     scope = tf.compat.v1.get_variable_scope()
     with tf.compat.v1.variable_scope(scope, use_resource=True, auxiliary_name_scope=False):
         yield
-    if len(graph.get_operations()) > first and graph not in _NOTED:
-        _NOTED.add(graph)
-        logger.info(
-            "Ops built in ipu_scope outside ipu_compiler.compile run on the CPU. Compile them "
-            "with ipu_compiler.compile to run them on the simulated IPU.")
-
-
-_NOTED = weakref.WeakSet()
