@@ -44,3 +44,22 @@ def test_inference_has_forward_boxes_only(name):
     rows = [dict(r, backward=0) for r in ROWS]
     out = schedule(rows, 4, name, sync=0)
     assert {b[3] for b in out["timeline"]} == {"F"} and len(out["timeline"]) == 8
+
+
+@pytest.mark.parametrize("name", ["Grouped", "Interleaved", "Sequential"])
+def test_work_of_no_stage_is_boxes_and_the_boxes_end_at_the_makespan(name):
+    # The makespan counts each micro-batch's work outside the stages: the timeline has
+    # its boxes, so a drawing of the boxes spans what its title says.
+    plain = schedule(ROWS, 4, name, sync=10)
+    out = schedule(ROWS, 4, name, sync=10, other={0: 5, 1: 7})
+    assert out["makespan_cycles"] == plain["makespan_cycles"] + 4 * 12
+    assert max(b[5] for b in out["timeline"]) == out["makespan_cycles"]
+    other = [b for b in out["timeline"] if b[3] == "O"]
+    assert sorted((b[0], b[2], b[5] - b[4]) for b in other) == sorted(
+        (ipu, m, c) for m in range(4) for ipu, c in ((0, 5), (1, 7)))
+    for ipu in (0, 1):   # boxes on one IPU never overlap
+        row = sorted((b for b in out["timeline"] if b[0] == ipu), key=lambda b: b[4])
+        assert all(a[5] <= b[4] for a, b in zip(row, row[1:]))
+    # a micro-batch's other work follows its last pass
+    for b in other:
+        assert b[4] >= max(c[5] for c in out["timeline"] if c[2] == b[2] and c[3] != "O")

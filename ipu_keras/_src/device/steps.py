@@ -23,7 +23,7 @@ for a pipeline's body, its `pipeline` schedule.
 
 In `executable.json` a block is an object with those six names; a step is a list, its
 kind then its fields in order (`["exec", op, ins, outs, params]`); a profile row is
-`[op, layer, cycles in CYCLE_KINDS order, sub-blocks]`, a source `[node, layer]`, a
+`[op, layer, cycles in CYCLE_KINDS order, sub-blocks, IPU]`, a source `[node, layer]`, a
 tile mapping `[slot or variable, start, tiles, per_tile]` and a step's traffic
 `[received, source, k_split, partial_bytes]`. `blocks_from_data` rebuilds the records
 and distrusts the structure: a field of the wrong type, a slot, variable, feed or block
@@ -201,12 +201,14 @@ STEP_KINDS = {cls.kind: cls for cls in (Exec, Read, Write, Infeed, Outfeed, Coll
 @_record
 class ProfileRow:
     """For reports: a costed or control-flow step's op, Keras layer, cycles of one
-    execution per kind and the blocks it runs (`host_transfer` for the program's I/O)."""
+    execution per kind, the blocks it runs (`host_transfer` for the program's I/O) and the
+    IPU (within a replica) it runs on."""
 
     op: str
     layer: str
     cycles: dict
     blocks: tuple = ()
+    ipu: int = 0
 
 
 @_record
@@ -279,7 +281,7 @@ class Block:
         return {"steps": [step.to_data(encode) for step in self.steps],
                 "cycles": {k: int(self.cycles[k]) for k in CYCLE_KINDS},
                 "profile": [[r.op, r.layer, [int(r.cycles[k]) for k in CYCLE_KINDS],
-                             [int(b) for b in r.blocks]] for r in self.profile],
+                             [int(b) for b in r.blocks], int(r.ipu)] for r in self.profile],
                 "sources": [[s.node, s.layer] for s in self.sources],
                 "tiles": None if self.tiles is None else self.tiles.to_data(),
                 "pipeline": encode(self.pipeline)}
@@ -412,13 +414,14 @@ def _cycles(data, where):
 
 
 def _profile_row(data, bounds, where):
-    op, layer, cycles, blocks = _list(data, "a profile row of 4 elements", where, 4)
+    op, layer, cycles, blocks, ipu = _list(data, "a profile row of 5 elements", where, 5)
     _expect(isinstance(op, str) and isinstance(layer, str), "an op and a layer name", where,
             data)
+    _expect(_is_int(ipu) and ipu >= 0, "an IPU index", where, data)
     cycles = _list(cycles, _COUNTS, where, len(CYCLE_KINDS))
     return ProfileRow(op, layer, _cycles(cycles_of(cycles), where),
                       tuple(_callee(b, bounds, where)   # a call's body may come first
-                            for b in _list(blocks, "a list of sub-blocks", where)))
+                            for b in _list(blocks, "a list of sub-blocks", where)), ipu)
 
 
 def _source(data, where):

@@ -90,7 +90,7 @@ def cycles_plot(report, path):
     _save(fig, path)
 
 
-PHASE_COLOURS = {"F": "#4C72B0", "B": "#DD8452"}
+PHASE_COLOURS = {"F": "#4C72B0", "B": "#DD8452", "O": "#8C8C8C"}
 
 
 def timeline_plot(report, path):
@@ -106,11 +106,13 @@ def timeline_plot(report, path):
         ax.broken_barh([(start, end - start)], (row - 0.4, 0.8),
                        facecolors=PHASE_COLOURS[phase], edgecolors="white")
         if len(p["timeline"]) <= 96:
-            ax.text((start + end) / 2, row, f"{phase}{stage}.{micro_batch}", ha="center",
-                    va="center", fontsize=6, color="white")
+            text = f"{phase}{stage}.{micro_batch}" if stage is not None else "O"
+            ax.text((start + end) / 2, row, text, ha="center", va="center", fontsize=6,
+                    color="white")
     ax.set_yticks(range(len(ipus)), [f"IPU {i}" for i in ipus])
     ax.invert_yaxis()
-    ax.set_xlabel("cycles in one pipeline run (F = forward, B = backward; stage.micro-batch)")
+    ax.set_xlabel("cycles in one pipeline run (F = forward, B = backward; stage.micro-batch; "
+                  "O = work of no stage)")
     ax.set_title(f"Pipeline timeline ({p['schedule']}, depth {p['depth']}): "
                  f"{p['makespan_cycles']:,} cycles per run")
     _save(fig, path)

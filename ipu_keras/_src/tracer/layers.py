@@ -7,10 +7,22 @@ names cannot be matched to layer names (inside a trace, layer `conv2d` may run u
 an op belongs to the innermost layer whose call created it. Ops created outside any
 call (the gradients, bodies of loops a layer built) belong to the layer that owns the
 longest name scope they sit in, once the `gradient_tape/` prefix is set aside.
+
+The optimizer's update runs outside every layer call, so its ops belong to no layer
+by name. `LayerScopes` also notes which layer owns each variable (the innermost layer
+whose weights hold it), and `attribute_updates` gives an op of no layer the layer of the
+variables its results are written to, when they all belong to one layer (Adam's `sqrt`
+and `sub` for a kernel belong to the kernel's layer; the learning rate, used for every
+variable, stays unattributed); a value written to a variable reaches wherever that
+variable is read afterwards (Adam's moments), and a write to a variable of no layer
+takes the layer of the op that computed the value written.
 """
 import contextlib
 
 import tensorflow as tf
+
+from ipu_keras._src.ir.graph import Source
+from ipu_keras._src.ops.registry import get_op
 
 _GRADIENT_PREFIX = "gradient_tape/"
 
@@ -19,6 +31,7 @@ class LayerScopes:
     def __init__(self):
         self.ops = {}     # op name -> layer name
         self.scopes = {}  # name scope -> layer name
+        self.variables = {}  # id of a TensorFlow variable -> layer name
 
     @contextlib.contextmanager
     def recording(self):
@@ -37,6 +50,7 @@ class LayerScopes:
                 return original(layer, *args, **kwargs)
             finally:
                 scopes._claim(graph.get_operations()[first:], layer.name)
+                scopes._own(layer)
 
         Layer.__call__ = call
         try:
@@ -50,6 +64,16 @@ class LayerScopes:
                 self.ops[op.name] = layer
                 self.scopes.setdefault(op.name.rpartition("/")[0], layer)
 
+    def _own(self, layer):
+        for weight in getattr(layer, "weights", ()):
+            for var in (weight, getattr(weight, "value", None)):
+                if var is not None:
+                    self.variables.setdefault(id(var), layer.name)
+
+    def variable_layers(self, variables):
+        """The layer owning each of `variables` (TensorFlow variables), "" for none."""
+        return [self.variables.get(id(v), "") for v in variables]
+
     def layer_of(self, node_name):
         """The Keras layer of a node name, or "" when it belongs to none."""
         name = node_name
@@ -61,3 +85,46 @@ class LayerScopes:
                 return layer
             name = name.rpartition("/")[0]
         return ""
+
+
+def attribute_updates(graph, variable_layers):
+    """Gives ops of no layer the layer of the variables they update (module docstring).
+
+    Args:
+        graph: The traced IR graph; its equations' `source` are replaced in place.
+        variable_layers: The layer of each of the graph's variables ("" for none).
+    """
+    _attribute_level(graph, variable_layers)
+
+
+def _attribute_level(graph, variable_layers):
+    """The layers of the variables written in `graph` (at any depth), after attributing."""
+    users = {}
+    for eqn in graph.equations:
+        for value in eqn.inputs:
+            users.setdefault(value.id, []).append(eqn)
+    reach, written, read_later = {}, set(), {}
+    for eqn in reversed(graph.equations):
+        layers, role = set(), get_op(eqn.op).role
+        for sub in eqn.subgraphs():
+            layers |= _attribute_level(sub, variable_layers)
+        if role == "variable_write":   # and where the variable is read afterwards
+            layers.add(variable_layers[eqn.params["var"]])
+            layers |= read_later.get(eqn.params["var"], set())
+        for value in eqn.outputs:
+            for user in users.get(value.id, ()):
+                layers |= reach[id(user)]
+        layers.discard("")
+        reach[id(eqn)] = layers
+        if role == "variable_read":
+            read_later.setdefault(eqn.params["var"], set()).update(layers)
+        written |= layers
+        if not eqn.source.layer and len(layers) == 1:
+            eqn.source = Source(eqn.source.node, next(iter(layers)))
+    producers = {v.id: eqn for eqn in graph.equations for v in eqn.outputs}
+    for eqn in graph.equations:
+        if not eqn.source.layer and get_op(eqn.op).role == "variable_write":
+            producer = producers.get(eqn.inputs[0].id)
+            if producer is not None and producer.source.layer:
+                eqn.source = Source(eqn.source.node, producer.source.layer)
+    return written

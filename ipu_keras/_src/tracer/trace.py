@@ -18,7 +18,7 @@ from ipu_keras._src.ir.graph import Graph, Value
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops.builder import Builder
 from ipu_keras._src.tracer.importer import GraphImporter
-from ipu_keras._src.tracer.layers import LayerScopes
+from ipu_keras._src.tracer.layers import LayerScopes, attribute_updates
 from ipu_keras._src.tracer.node import numpy_dtype
 from ipu_keras._src.tracer.state import StateRef, StateTable
 
@@ -141,6 +141,8 @@ def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):
     body = importer.import_graph(graph, inputs, env, outputs)
     ir = Graph(inputs, body.outputs, captured_consts.equations + body.equations,
                variables=state.variables, infeeds=state.infeeds, outfeeds=state.outfeeds)
+    if layers is not None:
+        attribute_updates(ir, layers.variable_layers(state.variable_objects))
     return Traced(ir, state.variable_objects, state.infeed_objects, state.outfeed_objects,
                   concrete.structured_outputs, concrete)
 

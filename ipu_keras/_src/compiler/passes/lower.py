@@ -285,9 +285,9 @@ def _pipelined(block, pipeline):
 
 
 def _profile_row(eqn, cycles, step):
-    """For reports: a step's op, layer, cycles per kind and sub-blocks."""
+    """For reports: a step's op, layer, cycles per kind, sub-blocks and IPU."""
     subs = step.blocks if step is not None else ()
-    return ProfileRow(eqn.op, eqn.source.layer, cycles_of(cycles), subs)
+    return ProfileRow(eqn.op, eqn.source.layer, cycles_of(cycles), subs, eqn.shard or 0)
 
 
 def _add_host_transfer(main, graph, target):

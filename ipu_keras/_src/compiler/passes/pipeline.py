@@ -5,7 +5,9 @@ forward and backward cycles per micro-batch are the cycles of its equations in t
 loop body (the same cost model as every step, `lower.step_cycles`); an equation is
 backward when TensorFlow made it for a gradient (its node is under `gradient_tape/` or
 `gradients/`). Body equations of no stage (accumulating gradients, feeds) are
-`other` work, run serially once per micro-batch. A conditional's branches are not
+`other` work, run serially once per micro-batch: after the schedule step in which the
+micro-batch's last pass ends, a box `O` per IPU that does some of it (stage None), all
+later boxes shifted by it, so that the boxes end at the makespan. A conditional's branches are not
 micro-batch work: they are their own blocks, costed when taken. In a Keras pipelined
 model the device loop is the micro-batch loop and its window-end cond's optimizer branch
 the weight update, run once per `depth` micro-batches (`update` cycles).
@@ -53,12 +55,14 @@ def _update_cycles(body, tile_map, target):
 
 
 def stage_table(body, tile_map, target):
-    """Per stage: its IPU and forward/backward cycles per micro-batch; and `other`."""
-    stages, other = {}, 0
+    """Per stage: its IPU and forward/backward cycles per micro-batch; and `other`, the
+    cycles per micro-batch of the work of no stage, per IPU ({ipu: cycles})."""
+    stages, other = {}, {}
     for eqn in _micro_batch_work(body):
         cycles = sum(step_cycles(eqn, tile_map, target))
         if eqn.stage is None:
-            other += cycles
+            if cycles:
+                other[eqn.shard or 0] = other.get(eqn.shard or 0, 0) + cycles
             continue
         row = stages.setdefault(eqn.stage, {"stage": eqn.stage, "ipu": eqn.shard or 0,
                                             "forward": 0, "backward": 0})
@@ -76,10 +80,14 @@ def schedule_loop(eqn, tile_map, target):
 
 
 def schedule(rows, depth, name, sync, other=0):
-    """The boxes, makespan and per-IPU busy/idle time of one pipeline run."""
-    boxes = _SCHEDULES[name](rows, depth, sync)
-    span = max((b[5] for b in boxes), default=0)
-    makespan = span + depth * other
+    """The boxes, makespan and per-IPU busy/idle time of one pipeline run. `other` is
+    the cycles per micro-batch outside the stages: a number (on the first stage's IPU) or
+    {ipu: cycles}."""
+    if not isinstance(other, dict):
+        other = {rows[0]["ipu"] if rows else 0: other} if other else {}
+    boxes = _with_other(_SCHEDULES[name](rows, depth, sync), other)
+    makespan = max((b[5] for b in boxes), default=0)
+    other = sum(other.values())
     busy = {}
     for ipu, _, _, _, start, end in boxes:
         busy[ipu] = busy.get(ipu, 0) + end - start
@@ -89,6 +97,35 @@ def schedule(rows, depth, name, sync, other=0):
             "ipus": [{"ipu": i, "busy": busy[i], "idle": makespan - busy[i]}
                      for i in sorted(busy)],
             "timeline": boxes}
+
+
+def _with_other(boxes, other):
+    """`boxes` with each micro-batch's `other` work (`{ipu: cycles}`) as boxes `O` after
+    the schedule step in which its last pass ends, and every later box shifted by it."""
+    total = sum(other.values())
+    if not total or not boxes:
+        return boxes
+    done = {}
+    for b in boxes:
+        done[b[2]] = max(done.get(b[2], 0), b[5])
+    quiet, reach = [], 0       # the starts no earlier box is still running over
+    for b in sorted(boxes, key=lambda b: b[4]):
+        if b[4] >= reach and (not quiet or quiet[-1] != b[4]):
+            quiet.append(b[4])
+        reach = max(reach, b[5])
+    quiet.append(reach)
+    inserts = sorted((next(q for q in quiet if q >= end), m) for m, end in done.items())
+
+    def shift(t, inclusive=True):
+        return t + total * sum(1 for p, _ in inserts if p < t or inclusive and p == t)
+
+    out = [b[:4] + [shift(b[4]), shift(b[4]) + b[5] - b[4]] for b in boxes]
+    for i, (point, m) in enumerate(inserts):
+        t = shift(point, inclusive=False) + total * sum(1 for p, _ in inserts[:i] if p == point)
+        for ipu in sorted(other):
+            out.append([ipu, None, m, "O", t, t + other[ipu]])
+            t += other[ipu]
+    return sorted(out, key=lambda b: (b[4], b[0]))
 
 
 def _sequential(rows, depth, sync):
