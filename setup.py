@@ -28,7 +28,9 @@ setup(
     # The notebooks of tutorials/ ship as the package ipu_keras_tutorials (found by
     # `ipu-keras tutorials`).
     package_dir={"ipu_keras_tutorials": "tutorials"},
-    package_data={"ipu_keras_tutorials": ["*.ipynb", "*.py"]},
+    package_data={"ipu_keras_tutorials": ["*.ipynb", "*.py"],
+                  # The script of the interactive report.html (reports/interactive.py).
+                  "ipu_keras._src.reports": ["*.js"]},
     python_requires=">=3.10",
     install_requires=[
         # TensorFlow traces the functions and is the numerical oracle; the CPU-only
@@ -41,6 +43,9 @@ setup(
         "threadpoolctl>=3",
         # Draws the PNG plots of profile reports (imported only when a report is written).
         "matplotlib",
+        # plotly.js, inlined into the interactive report.html (its JavaScript only: the
+        # Python package is not imported).
+        "plotly>=5",
         # The executable cache's lock while it evicts entries (compiler/cache.py).
         "filelock>=3.12",
     ],

@@ -68,7 +68,7 @@ def test_compile_writes_json_plots_and_html(tmp_path):
     assert row["shape"] == [2] and row["dtype"] == "float32" and row["bytes"] == 8
     assert {"start", "tiles", "per_tile", "layer"} <= set(row)
     page = open(os.path.join(path, "report.html")).read()
-    assert page.count("data:image/png;base64,") == 3 and "Busiest tiles" in page
+    assert page.count("<img alt=") == 3 and "Busiest tiles" in page
 
 
 def test_execution_trace_is_written_lazily(tmp_path):
@@ -87,7 +87,7 @@ def test_execution_trace_is_written_lazily(tmp_path):
     assert execution["cycles"]["compute"] == expected
     assert execution["top_ops"][0]["total"] >= execution["top_ops"][-1]["total"]
     assert "trace.png" in os.listdir(path)
-    assert open(os.path.join(path, "report.html")).read().count("base64,") == 4
+    assert open(os.path.join(path, "report.html")).read().count("<img alt=") == 4
     assert profiling.write_report() == []  # nothing ran since
 
 

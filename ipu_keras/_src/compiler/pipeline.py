@@ -20,7 +20,8 @@ from ipu_keras._src.compiler.passes.dce import eliminate_dead_code
 from ipu_keras._src.compiler.passes.fold import fold_constants
 from ipu_keras._src.compiler.passes.inline import inline_calls
 from ipu_keras._src.compiler.passes.lower import lower
-from ipu_keras._src.compiler.passes.memory import allow_out_of_memory, check_memory, plan_memory
+from ipu_keras._src.compiler.passes.memory import (allow_out_of_memory, check_memory, live_ranges,
+                                                    plan_memory)
 from ipu_keras._src.compiler.passes.pipeline import plan_pipelines
 from ipu_keras._src.compiler.passes.planner import PlanOptions
 from ipu_keras._src.compiler.passes.shard import check_device, num_shards, shard
@@ -140,7 +141,9 @@ def _assemble(graph, tile_map, target, lowered, memory, clock):
               "equations": sum(1 for _ in graph.walk()), "plans": _plans(graph, tile_map),
               "tensor_map": tensor_map(graph, tile_map),
               "liveness_steps": [_label(eqn) for eqn in graph.equations],
-              "loop_liveness_steps": _loop_labels(graph)},
+              "loop_liveness_steps": _loop_labels(graph),
+              "live_ranges": live_ranges(graph, tile_map),
+              "loop_live_ranges": _loop_live_ranges(graph, tile_map)},
     )
 
 
@@ -167,6 +170,12 @@ def _loop_labels(graph):
     """Labels of the steps of the first top-level loop's body (memory `loop_liveness`)."""
     loop = next((eqn for eqn in graph.equations if get_op(eqn.op).role == "loop"), None)
     return [] if loop is None else [_label(eqn) for eqn in loop.params["body"].equations]
+
+
+def _loop_live_ranges(graph, tile_map):
+    """`live_ranges` of the first top-level loop's body (the steps of `loop_liveness`)."""
+    loop = next((eqn for eqn in graph.equations if get_op(eqn.op).role == "loop"), None)
+    return [] if loop is None else live_ranges(loop.params["body"], tile_map)
 
 
 def tensor_map(graph, tile_map):

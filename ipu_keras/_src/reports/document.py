@@ -61,11 +61,16 @@ def _liveness(values, labels):
 
 
 def liveness_section(executable):
-    """Not-always-live bytes per top-level step and, under `loop`, per step of the loop body."""
+    """Not-always-live bytes per top-level step and, under `loop`, per step of the loop
+    body; each with `ranges`, [tensor id, first step, last step] of the values live then
+    (ids of the tensor map)."""
     m, info = executable.memory, executable.info
     section = _liveness(m.get("liveness", []), info.get("liveness_steps") or [])
+    section["ranges"] = list(info.get("live_ranges") or [])
     loop = m.get("loop_liveness") or []
     section["loop"] = _liveness(loop, info.get("loop_liveness_steps") or []) if loop else None
+    if section["loop"]:
+        section["loop"]["ranges"] = list(info.get("loop_live_ranges") or [])
     return section
 
 
@@ -102,15 +107,18 @@ def outlined_section(executable, counts=None):
 
 
 def program_tree(executable):
-    """Each block: its parent, role, cycles of one run of it and its costed steps."""
+    """Each block: its parent, role, cycles of one run of it, its costed steps (each with
+    its IPU) and, for a pipeline's body, the index of its schedule in `ipus.pipelines`."""
     roles = _roles(executable)
+    pipelines = list(executable.info.get("pipelines") or [])
     tree = []
     for index, block in enumerate(executable.blocks):
         parent, role = roles.get(index, (None, "block"))
         steps = [{"op": row.op, "layer": row.layer, "cycles": dict(row.cycles),
-                  "blocks": list(row.blocks)} for row in block.profile]
+                  "blocks": list(row.blocks), "ipu": row.ipu} for row in block.profile]
+        pipeline = pipelines.index(block.pipeline) if block.pipeline in pipelines else None
         tree.append({"index": index, "parent": parent, "role": role,
-                     "cycles": dict(block.cycles), "steps": steps})
+                     "cycles": dict(block.cycles), "steps": steps, "pipeline": pipeline})
     return tree
 
 
@@ -182,5 +190,20 @@ def cycle_breakdown(report):
     return totals, rows, "each block once"
 
 
-__all__ = ["REPORT_FORMAT", "build", "cycle_breakdown", "execution_section", "program_tree",
+def cycles_by(report, key):
+    """{name: {kind: cycles}} per op (`key` "op") or per Keras layer (`key` "layer", ""
+    for steps of no layer) over the last execution (each block times it ran), else each
+    block once."""
+    execution = report.get("execution")
+    counts = execution["block_counts"] if execution else [1] * len(report["program"])
+    out = {}
+    for block, count in zip(report["program"], counts):
+        for step in block["steps"]:
+            entry = out.setdefault(step[key], dict.fromkeys(CYCLE_KINDS, 0))
+            for k in CYCLE_KINDS:
+                entry[k] += step["cycles"][k] * count
+    return out
+
+
+__all__ = ["REPORT_FORMAT", "build", "cycle_breakdown", "cycles_by", "execution_section", "program_tree",
            "tensor_rows"]

@@ -33,13 +33,36 @@ def load(path):
 
 
 def busiest_tiles(report, n=5):
-    """[(tile, bytes, fraction of the tile, {category: bytes})] of the `n` fullest tiles."""
+    """[(tiles, bytes, fraction of the tile, {category: bytes})] of the `n` fullest kinds
+    of tile, fullest first. Tiles holding the same bytes in every category are one row
+    (`tiles`, a sorted list): a tensor spread evenly over hundreds of tiles and the code
+    every tile holds make long runs of identical tiles, which as one row per tile were
+    ten identical rows."""
     memory = report["memory"]
     per_tile = memory["tile_memory"]
-    order = sorted(range(len(per_tile)), key=lambda t: (-per_tile[t], t))[:n]
+    categories = memory["tile_categories"]
+    groups = {}
+    for t, used in enumerate(per_tile):
+        key = (used,) + tuple(v[t] for v in categories.values())
+        groups.setdefault(key, []).append(t)
+    order = sorted(groups.items(), key=lambda item: (-item[0][0], item[1][0]))[:n]
     capacity = memory["bytes_per_tile"]
-    return [(t, per_tile[t], per_tile[t] / capacity,
-             {k: v[t] for k, v in memory["tile_categories"].items() if v[t]}) for t in order]
+    return [(tiles, key[0], key[0] / capacity,
+             {k: v for k, v in zip(categories, key[1:]) if v}) for key, tiles in order]
+
+
+def tile_ranges(tiles, limit=4):
+    """`tiles` (sorted) as text: runs as `a-b`, at most `limit` runs, then how many more."""
+    runs = []
+    for t in tiles:
+        if runs and runs[-1][1] == t - 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit])
+    if len(runs) > limit:
+        text += f" and {len(runs) - limit} more runs"
+    return text
 
 
 def largest_tensors(report, n=10):
@@ -69,10 +92,12 @@ def _memory_lines(report):
         lines.append(f"liveness peak: {liveness['peak_bytes']:,} bytes not-always-live at step "
                      f"{liveness['peak_step']} {where} ({peak['label']})".replace("  ", " "))
     lines.append("busiest tiles:")
-    for tile, used, share, categories in busiest_tiles(report):
+    for tiles, used, share, categories in busiest_tiles(report):
         top = sorted(categories.items(), key=lambda kv: -kv[1])[:3]
         parts = ", ".join(f"{k} {v:,}" for k, v in top)
-        lines.append(f"  tile {tile:>5}: {used:>10,} bytes ({share:6.1%} of the tile)  [{parts}]")
+        where = (f"tile {tiles[0]}" if len(tiles) == 1
+                 else f"{len(tiles):,} tiles ({tile_ranges(tiles, 3)})")
+        lines.append(f"  {used:>10,} bytes ({share:6.1%} of the tile) on {where}  [{parts}]")
     return lines
 
 
@@ -130,5 +155,5 @@ def summarise(report):
     return "\n".join(lines)
 
 
-__all__ = ["busiest_tiles", "cycle_breakdown", "find_reports", "largest_tensors", "load",
+__all__ = ["busiest_tiles", "tile_ranges", "cycle_breakdown", "find_reports", "largest_tensors", "load",
            "summarise"]

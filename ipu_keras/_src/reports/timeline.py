@@ -1,7 +1,7 @@
 """The multi-IPU part of a report: memory per IPU and each pipeline's schedule.
 
-`ipus_section(executable)` is the report's `ipus` section (bytes and busiest tile per
-IPU, and per pipeline its stages' forward/backward cycles, makespan against the serial
+`ipus_section(executable)` is the report's `ipus` section (the replicas the device runs,
+bytes and busiest tile per IPU, and per pipeline its stages' forward/backward cycles, makespan against the serial
 time, per-IPU busy and idle cycles and the timeline boxes); `ipu_lines` its text for
 the summary; `timeline_html` its HTML. `plots.timeline_plot` draws it.
 """
@@ -9,7 +9,9 @@ the summary; `timeline_html` its HTML. `plots.timeline_plot` draws it.
 
 def ipus_section(executable):
     memory = executable.memory
-    return {"ipu_memory": list(memory.get("ipu_memory") or [memory["total_bytes"]]),
+    ipus = executable.target.get("num_ipus", 1)
+    return {"replicas": max(1, int(executable.info.get("device_ipus") or ipus) // ipus),
+            "ipu_memory": list(memory.get("ipu_memory") or [memory["total_bytes"]]),
             "ipu_max_tile_bytes": list(memory.get("ipu_max_tile_bytes") or
                                        [memory["max_tile_bytes"]]),
             "pipelines": list(executable.info.get("pipelines") or [])}

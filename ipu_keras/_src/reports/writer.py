@@ -3,8 +3,9 @@
 Reports are on when `enable_reports(directory)` was called, or else when
 `POPLAR_ENGINE_OPTIONS` sets `"autoReport.all": "true"` (directory
 `"autoReport.directory"`, default the current directory). Each compiled executable
-gets `<directory>/<name>_<key prefix>/` with `report.json`, the PNGs of `plots.py`
-and `report.html`.
+gets `<directory>/<name>_<key prefix>/` with `report.json`, the PNGs of `plots.py`,
+`trace.json.gz` (the execution trace as Chrome trace events, `trace.py`; of one pass
+of the program until it ran) and `report.html`.
 
 When: at compile time everything that does not depend on a run is written at once
 (so a report exists even if the process then dies, or the model does not fit).
@@ -12,8 +13,8 @@ The execution trace needs the last run, and rewriting files after every executio
 would slow training down, so it is written lazily: each run only stores a reference
 to the engine's block counts (`note_execution`, called by `profile.record`), and
 `write_report()` (also `profiling.write_report()`) and an `atexit` hook rewrite
-`report.json`, `cycles.png`, `trace.png` and `report.html` of the executables that
-ran since their files were last written.
+`report.json`, `cycles.png`, `trace.png`, `trace.json.gz` and `report.html` of the
+executables that ran since their files were last written.
 
 A report directory or tensor map file that cannot be written raises `OutputWriteError`
 naming the option that chose it; `check_outputs` makes both before a compile starts, and
@@ -21,6 +22,7 @@ naming the option that chose it; `check_outputs` makes both before a compile sta
 """
 import atexit
 import contextlib
+import gzip
 import json
 import logging
 import os
@@ -28,7 +30,7 @@ import re
 import threading
 
 from ipu_keras._src.flags import engine_options, flag_as_bool
-from ipu_keras._src.reports import document, html, plots
+from ipu_keras._src.reports import document, html, plots, trace
 from ipu_keras.errors import OutputWriteError
 
 logger = logging.getLogger("ipu_keras")
@@ -177,6 +179,9 @@ def _write_at_exit():
 
 def _write_files(path, report, plot_functions):
     _atomic_write(os.path.join(path, "report.json"), json.dumps(report).encode())
+    events = trace.trace_document(report)
+    _atomic_write(os.path.join(path, "trace.json.gz"), gzip.compress(
+        json.dumps(events, separators=(",", ":")).encode(), compresslevel=5))
     for file_name, plot in plot_functions.items():
         try:
             plot(report, os.path.join(path, file_name))
@@ -190,7 +195,8 @@ def _write_files(path, report, plot_functions):
         if os.path.exists(png) and (file_name != "trace.png" or report["execution"]):
             with open(png, "rb") as f:
                 images[file_name] = f.read()
-    _atomic_write(os.path.join(path, "report.html"), html.render(report, images).encode())
+    _atomic_write(os.path.join(path, "report.html"),
+                  html.render(report, images, events).encode())
 
 
 def _atomic_write(path, data):

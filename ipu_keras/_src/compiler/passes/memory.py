@@ -13,7 +13,8 @@ a step needs only while it runs: a planned op's temporaries (operand copies and
 partials, from `planner.py`) or, for other ops, the operand elements exchanged onto
 the tile. A control-flow step adds the peak of its bodies on top of what is live
 around it. The peak over the program, per tile, is what the tile must hold at worst;
-`liveness` lists the not-always-live bytes (all tiles) during each top-level step.
+`liveness` lists the not-always-live bytes (all tiles) during each top-level step;
+`live_ranges` gives, for reports, the steps between which each value is live.
 
 All code and state sizes are estimates, documented next to their constants.
 """
@@ -153,6 +154,24 @@ class _Liveness:
         peak = self.peak(sub, body)
         loop_trace.extend(int(around.sum()) + b for b in body)
         return peak
+
+
+def live_ranges(graph, tile_map):
+    """[value id, first step, last step] of each not-always-live value of `graph`'s own
+    steps, by the rules of the liveness above (for reports: what is live at a step)."""
+    aliases = tile_map.aliases
+    last = {}
+    for i, eqn in enumerate(graph.equations):
+        for v in eqn.inputs:
+            last[aliases.get(v.id, v.id)] = i
+    for v in graph.outputs:
+        last[aliases.get(v.id, v.id)] = max(0, len(graph.equations) - 1)
+    first = {v.id: 0 for v in graph.inputs}
+    for i, eqn in enumerate(graph.equations):
+        if get_op(eqn.op).role not in ("constant", "variable_read"):
+            first.update((v.id, i) for v in eqn.outputs if v.id not in aliases)
+    return [[vid, f, max(f, last.get(vid, f))] for vid, f in first.items()
+            if vid in tile_map.values]
 
 
 def _code(graph, live, compile_ipu_code):
