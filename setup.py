@@ -56,9 +56,13 @@ setup(
         # hypothesis drives the randomized differential test (tests/fuzz); nbclient,
         # nbformat and ipykernel execute the tutorial notebooks (tests/tutorials); the
         # distributed extra runs the multi-process replication test; import-linter checks
-        # that the layers only import downwards (.importlinter, tests/test_layers.py).
+        # that the layers only import downwards (.importlinter, tests/test_layers.py);
+        # tensorboard lets tests/reports read what IPUTensorBoard writes.
         "test": ["pytest", "hypothesis", "nbclient", "nbformat", "ipykernel", "mpi4py>=4",
-                 "mpich", "import-linter>=2.1"],
+                 "mpich", "import-linter>=2.1", "tensorboard"],
+        # TensorBoard for ipu_keras.keras.callbacks.IPUTensorBoard (and Keras' own
+        # TensorBoard callback): tf.summary writes through it.
+        "tensorboard": ["tensorboard"],
     },
     entry_points={
         "console_scripts": [

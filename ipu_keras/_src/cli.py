@@ -1,7 +1,8 @@
 """The `ipu-keras` command: `demo`, `ops`, `report DIR`, `run`, `tutorials`, `--version`.
 
 It parses arguments and hands over: `demo` to `ipu_keras._src.demo.run_demo`, `ops` to
-`ipu_keras.supported_ops`, `report` to `ipu_keras._src.reports.summary`; `run` launches a
+`ipu_keras.supported_ops`, `report` to `ipu_keras._src.reports.summary` (with `--trace`
+to `reports.trace`, with `--compare` to `reports.compare`); `run` launches a
 script as several MPI processes sharing the replicas (`ipu_keras.distributed`);
 `tutorials` lists the tutorial notebooks or copies them to a folder. TensorFlow is
 imported only by the subcommands that need it, so `--version`, `--help` and `report`
@@ -43,6 +44,13 @@ def _parser():
         "report", help="summarise a report directory (autoReport.directory or one "
                        "executable's): target, busiest tiles, largest tensors, cycles")
     report.add_argument("directory", help="directory holding report.json files")
+    report.add_argument("--trace", metavar="FILE",
+                        help="write the execution trace as Chrome trace events (.json, or "
+                             ".json.gz compressed) for Perfetto or chrome://tracing; with "
+                             "several reports, one file each (FILE's name + the report's)")
+    report.add_argument("--compare", metavar="DIR",
+                        help="compare with the reports in DIR: cycles per layer and per op, "
+                             "memory, side by side with the differences")
     run = commands.add_parser(
         "run", help="launch a training script as several instances (processes) sharing "
                     "the replicas, through MPI, as poprun does")
@@ -80,22 +88,67 @@ def _ops(args, parser):
     print(f"{len(ops)} TensorFlow op types supported")
 
 
-def _report(args, parser):
+def _report_paths(directory, parser):
     from ipu_keras._src.reports import summary
 
-    if not os.path.isdir(args.directory):
-        parser.error(f"report expected a directory. Received: {args.directory!r}")
-    paths = summary.find_reports(args.directory)
+    if not os.path.isdir(directory):
+        parser.error(f"report expected a directory. Received: {directory!r}")
+    paths = summary.find_reports(directory)
     if not paths:
-        parser.error(f"no report.json in '{args.directory}' or its sub-directories; write "
+        parser.error(f"no report.json in '{directory}' or its sub-directories; write "
                      "reports with POPLAR_ENGINE_OPTIONS='{\"autoReport.all\": \"true\", "
                      "\"autoReport.directory\": \"DIR\"}' or "
                      "ipu_keras.profiling.enable_reports(DIR).")
+    return paths
+
+
+def _trace_paths(target, paths):
+    """One output file per report: `target` itself for one report, else `target` with
+    each report's directory name before the extension."""
+    if len(paths) == 1:
+        return [target]
+    stem, ext = (target[:-8], ".json.gz") if target.endswith(".json.gz") else \
+        os.path.splitext(target)
+    return [f"{stem}_{os.path.basename(os.path.dirname(p))}{ext or '.json'}" for p in paths]
+
+
+def _report(args, parser):
+    from ipu_keras._src.reports import summary
+
+    paths = _report_paths(args.directory, parser)
+    if args.compare is not None:
+        return _compare(args, parser, paths)
+    if args.trace is not None:
+        from ipu_keras._src.reports.trace import write_trace
+
+        for path, target in zip(paths, _trace_paths(args.trace, paths)):
+            try:
+                write_trace(summary.load(path), target)
+            except OSError as e:
+                parser.error(f"--trace expected a writable file. Received: {target!r} ({e})")
+            print(f"wrote the execution trace of {os.path.dirname(path)} to {target}")
+        return
     for i, path in enumerate(paths):
         if i:
             print()
         print(f"== {os.path.dirname(path)}")
         print(summary.summarise(summary.load(path)))
+
+
+def _compare(args, parser, paths):
+    from ipu_keras._src.reports import compare, summary
+
+    a = [summary.load(p) for p in paths]
+    b = [summary.load(p) for p in _report_paths(args.compare, parser)]
+    pairs = compare.pair_reports(a, b)
+    if not pairs:
+        parser.error(f"--compare found no report of the same executable in both directories. "
+                     f"Received: {sorted(r['name'] for r in a)} and "
+                     f"{sorted(r['name'] for r in b)}")
+    for i, (ra, rb) in enumerate(pairs):
+        if i:
+            print()
+        print(compare.compare_text(ra, rb))
 
 
 def _run(args, parser):
