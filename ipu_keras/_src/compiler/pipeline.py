@@ -182,8 +182,9 @@ def tensor_map(graph, tile_map):
     """Where each value and variable lives, for reports: a compact list of rows.
 
     Each row: `[id, kind, shape, dtype, start, tiles, per_tile, layer, op]` with kind
-    "variable" (id is the variable's index, op its name), "input" or "value" (ids of
-    the optimised graph); a view (reshape) row has kind "view" and shares its
+    "variable" (id is the variable's index, op its name), "input" (of the graph, or of a
+    control-flow body: op names the control-flow op) or "value" (ids of the optimised
+    graph); a view (reshape) row has kind "view" and shares its
     source's memory. Values without a mapping (unused) are left out.
     """
     rows = []
@@ -204,4 +205,7 @@ def tensor_map(graph, tile_map):
         if get_op(eqn.op).role != "variable_read":
             for value in eqn.outputs:
                 add(value, "value", eqn.source.layer, eqn.op)
+        for sub in eqn.subgraphs():   # a body's parameters: the values it carries
+            for value in sub.inputs:
+                add(value, "input", eqn.source.layer, f"{eqn.op} input")
     return rows

@@ -110,7 +110,7 @@
     var L = D.liveness[which], div = el("liveness-" + which);
     if (!L) { if (div) div.parentNode.style.display = "none"; return; }
     var byId = {};
-    D.tensors.forEach(function (t) { byId[t[0]] = t; });
+    D.tensors.forEach(function (t) { if (t[1] !== "variable") byId[t[0]] = t; });
     var steps = L.labels.map(function (_, i) { return i; });
     Plotly.newPlot(div, [{type: "bar", x: steps, y: L.bytes, text: L.labels,
                           marker: {color: "#4C72B0"},
