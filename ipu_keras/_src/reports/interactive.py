@@ -28,13 +28,22 @@ def _timeline(trace):
              if e["ph"] == "M" and e["name"] == "thread_name"}
     processes = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
                  if e["ph"] == "M" and e["name"] == "process_name"}
-    rows, groups = [], {}
-    for e in trace["traceEvents"]:
+    rows, groups, open_ends = [], {}, {}
+    for e in trace["traceEvents"]:   # in time order on each row (trace.py sorts them)
         if e["ph"] != "X":
             continue
         cat = e["cat"]
         thread = "phases" if cat in _PHASES else names.get((e["pid"], e["tid"]), "")
-        row = f"{processes.get(e['pid'], e['pid'])} · {thread}"
+        process = str(processes.get(e["pid"], e["pid"])).split(" (")[0]
+        row = f"{process} · {thread}"
+        if cat == "pipeline":   # forward, backward and other boxes in their own colours
+            cat = f"pipeline {e['args'].get('pass')}"
+        if cat == "program":   # nested slices (blocks in loops in blocks): a row per depth
+            stack = open_ends.setdefault(row, [])
+            while stack and stack[-1] <= e["args"]["start_cycle"]:
+                stack.pop()
+            stack.append(e["args"]["end_cycle"])
+            row = f"{row} {len(stack)}"
         if row not in rows:
             rows.append(row)
         args = e["args"]

@@ -4,7 +4,8 @@
   "use strict";
   var D = JSON.parse(document.getElementById("ipu-data").textContent);
   var COLOURS = {compute: "#4C72B0", exchange: "#DD8452", sync: "#937860", host_io: "#55A868",
-                 step: "#64B5CD", layer: "#8172B3", program: "#AAAAAA", pipeline: "#C44E52",
+                 step: "#64B5CD", layer: "#8172B3", program: "#AAAAAA", "pipeline F": "#4C72B0",
+                 "pipeline B": "#DD8452", "pipeline O": "#8C8C8C",
                  link: "#DA8BC3", collective: "#CCB974"};
   var CONFIG = {displaylogo: false, responsive: true};
 
@@ -38,13 +39,14 @@
     var traces = Object.keys(T.groups).map(function (cat) {
       var g = T.groups[cat];
       return {type: "bar", orientation: "h", name: cat, y: g.y, base: g.base, x: g.x,
-              text: g.text, textposition: "none", marker: {color: COLOURS[cat] || "#999"},
+              text: g.text, textposition: "none",
+              marker: {color: COLOURS[cat] || "#999", line: {color: "white", width: 0.5}},
               hovertemplate: "%{text}<br>cycles %{base:,} to %{customdata:,}" +
                              "<br>%{x:,} cycles<extra>" + cat + "</extra>",
               customdata: g.base.map(function (b, i) { return b + g.x[i]; })};
     });
     var layout = {barmode: "overlay", height: 140 + 26 * T.rows.length,
-                  margin: {l: 260, r: 20, t: 30, b: 40},
+                  margin: {l: 200, r: 20, t: 30, b: 40},
                   xaxis: {title: {text: "cycles"}, rangeslider: {visible: true},
                           range: [0, T.total]},
                   yaxis: {categoryorder: "array", categoryarray: T.rows.slice().reverse(),
@@ -116,6 +118,7 @@
                           marker: {color: "#4C72B0"},
                           hovertemplate: "step %{x}: %{text}<br>%{y:,} bytes<extra></extra>"}],
                    {height: 320, margin: {l: 70, r: 20, t: 20, b: 40}, bargap: 0,
+                    hovermode: "x",   // a click anywhere above a step chooses it
                     xaxis: {title: {text: "program step (click one)"}},
                     yaxis: {title: {text: "not-always-live bytes"}}}, CONFIG);
     function show(step) {
