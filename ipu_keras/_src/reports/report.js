@@ -47,8 +47,8 @@
     });
     var layout = {barmode: "overlay", height: 140 + 26 * T.rows.length,
                   margin: {l: 200, r: 20, t: 30, b: 40},
-                  xaxis: {title: {text: "cycles"}, rangeslider: {visible: true},
-                          range: [0, T.total]},
+                  // no range slider: it draws every slice a second time
+                  xaxis: {title: {text: "cycles"}, range: [0, T.total]},
                   yaxis: {categoryorder: "array", categoryarray: T.rows.slice().reverse(),
                           fixedrange: true},
                   legend: {orientation: "h", y: 1.08}, dragmode: "zoom"};
@@ -85,12 +85,15 @@
     var M = D.memory, div = el("memory-plot");
     var tiles = [];
     for (var i = 0; i < M.tiles; i++) tiles.push(i);
+    // Stacked areas, one path per category (a bar per tile and category was thousands of
+    // SVG shapes); the step shape keeps each tile flat.
     var traces = Object.keys(M.categories).map(function (k) {
-      return {type: "bar", name: k, x: tiles, y: M.categories[k],
+      return {type: "scatter", mode: "lines", name: k, x: tiles, y: M.categories[k],
+              stackgroup: "memory", line: {shape: "hv", width: 0},
               hovertemplate: "%{y:,} bytes<extra>" + k + "</extra>"};
     });
     var top = Math.max(1, M.max) * 1.1, full = M.capacity * 1.05;
-    var layout = {barmode: "stack", bargap: 0, height: 420, hovermode: "x unified",
+    var layout = {height: 420, hovermode: "x unified",
                   margin: {l: 70, r: 20, t: 40, b: 40},
                   xaxis: {title: {text: "tile"}}, yaxis: {title: {text: "bytes"}, range: [0, top]},
                   shapes: [{type: "line", xref: "paper", x0: 0, x1: 1, y0: M.capacity,
@@ -114,8 +117,8 @@
     var byId = {};
     D.tensors.forEach(function (t) { if (t[1] !== "variable") byId[t[0]] = t; });
     var steps = L.labels.map(function (_, i) { return i; });
-    Plotly.newPlot(div, [{type: "bar", x: steps, y: L.bytes, text: L.labels,
-                          marker: {color: "#4C72B0"},
+    Plotly.newPlot(div, [{type: "scatter", mode: "lines", x: steps, y: L.bytes, text: L.labels,
+                          fill: "tozeroy", line: {shape: "hvh", color: "#4C72B0", width: 1},
                           hovertemplate: "step %{x}: %{text}<br>%{y:,} bytes<extra></extra>"}],
                    {height: 320, margin: {l: 70, r: 20, t: 20, b: 40}, bargap: 0,
                     hovermode: "x",   // a click anywhere above a step chooses it
