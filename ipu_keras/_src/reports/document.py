@@ -205,5 +205,5 @@ def cycles_by(report, key):
     return out
 
 
-__all__ = ["REPORT_FORMAT", "build", "cycle_breakdown", "cycles_by", "execution_section", "program_tree",
-           "tensor_rows"]
+__all__ = ["REPORT_FORMAT", "build", "cycle_breakdown", "cycles_by", "execution_section",
+           "program_tree", "tensor_rows"]

@@ -155,5 +155,5 @@ def summarise(report):
     return "\n".join(lines)
 
 
-__all__ = ["busiest_tiles", "tile_ranges", "cycle_breakdown", "find_reports", "largest_tensors", "load",
-           "summarise"]
+__all__ = ["busiest_tiles", "cycle_breakdown", "find_reports", "largest_tensors", "load",
+           "summarise", "tile_ranges"]

@@ -1,8 +1,8 @@
 """The multi-IPU part of a report: memory per IPU and each pipeline's schedule.
 
 `ipus_section(executable)` is the report's `ipus` section (the replicas the device runs,
-bytes and busiest tile per IPU, and per pipeline its stages' forward/backward cycles, makespan against the serial
-time, per-IPU busy and idle cycles and the timeline boxes); `ipu_lines` its text for
+bytes and busiest tile per IPU, and per pipeline its stages' forward/backward cycles,
+makespan against the serial time, per-IPU busy and idle cycles and the timeline boxes); `ipu_lines` its text for
 the summary; `timeline_html` its HTML. `plots.timeline_plot` draws it.
 """
 
