@@ -49,6 +49,8 @@ class _Walk:
         self.roles = {name: op.role for name, op in all_ops().items()}
         self.pipelines = (report.get("ipus") or {}).get("pipelines") or []
         self.t, self.events, self.taken = 0, [], {}
+        self.flat = {b["index"]: sum(sum(step["cycles"].values()) for step in b["steps"])
+                     for b in self.blocks if not any(step["blocks"] for step in b["steps"])}
         self.layer_runs = {}   # ipu -> [layer, start, end] of the current run of a layer
 
     def slice(self, pid, tid, name, start, end, cat, args=None):
@@ -57,8 +59,11 @@ class _Walk:
 
     # -- blocks and steps --------------------------------------------------------------
     def block(self, index, draw=True):
-        start = self.t
-        for position, step in enumerate(self.blocks[index]["steps"]):
+        start, steps = self.t, self.blocks[index]["steps"]
+        if not draw and index in self.flat:   # not drawn and no control flow: just its time
+            self.t += self.flat[index]
+            return
+        for position, step in enumerate(steps):
             if step["blocks"]:
                 self.control(index, position, step, draw)
             else:
