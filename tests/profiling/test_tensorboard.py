@@ -98,6 +98,17 @@ def test_the_trace_is_in_the_profile_plugins_layout(logged):
     for event, expected in zip(line.events, steps):
         assert ipu0.event_metadata[event.metadata_id].name == expected["name"]
         assert event.offset_ps == round(expected["args"]["start_cycle"] * ps_per_cycle)
+        assert event.offset_ps + event.duration_ps == round(
+            expected["args"]["end_cycle"] * ps_per_cycle)
+    control = {line.name: line for line in planes[
+        "/device:CUSTOM:program (blocks, loops, iterations)"].lines}["control"]
+    spans = sorted((e.offset_ps, -(e.offset_ps + e.duration_ps)) for e in control.events)
+    stack = []   # nested in picoseconds: what the trace viewer stacks
+    for start, minus_end in spans:
+        while stack and stack[-1] <= start:
+            stack.pop()
+        assert not stack or -minus_end <= stack[-1]
+        stack.append(-minus_end)
     total = events["metadata"]["total_cycles"]
     program = logged["model"].train_function.last_program
     assert total == sum(program.session.last_cycles.values())

@@ -54,13 +54,15 @@ def _check_well_formed(document, report):
     for row, events in _rows(document).items():
         starts = [e["ts"] for e in events]
         assert starts == sorted(starts), f"row {row} is not in time order"
-        stack = []
-        for e in events:
-            start, end = e["args"]["start_cycle"], e["args"]["end_cycle"]
-            while stack and stack[-1] <= start:
-                stack.pop()
-            assert not stack or end <= stack[-1], f"row {row}: {e['name']} overlaps"
-            stack.append(end)
+        for key in ("cycles", "microseconds"):   # nested, in cycles and as a viewer sees it
+            stack = []
+            for e in events:
+                start, end = ((e["args"]["start_cycle"], e["args"]["end_cycle"])
+                              if key == "cycles" else (e["ts"], round(e["ts"] + e["dur"], 4)))
+                while stack and stack[-1] <= start:
+                    stack.pop()
+                assert not stack or end <= stack[-1], f"row {row}: {e['name']} overlaps"
+                stack.append(end)
     execution = report["execution"]
     assert document["metadata"]["total_cycles"] == execution["total_cycles"]
     assert document["metadata"]["executed"] is True

@@ -186,8 +186,9 @@ def xspace(events):
             plane.event_metadata[metadata].id = metadata
             plane.event_metadata[metadata].name = e["name"]
         start, end = e["args"]["start_cycle"], e["args"]["end_cycle"]
-        event = line.events.add(metadata_id=metadata, offset_ps=round(start * ps_per_cycle),
-                                duration_ps=round((end - start) * ps_per_cycle))
+        offset = round(start * ps_per_cycle)   # the end rounded as the start: no overhang
+        event = line.events.add(metadata_id=metadata, offset_ps=offset,
+                                duration_ps=round(end * ps_per_cycle) - offset)
         event.stats.add(metadata_id=1, int64_value=end - start)
         if e["args"].get("layer"):
             event.stats.add(metadata_id=2, str_value=e["args"]["layer"])

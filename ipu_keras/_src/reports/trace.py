@@ -250,8 +250,11 @@ def trace_document(report, expand=EXPAND):
     events = _metadata(report, walk)
     for pid, tid, name, start, end, cat, args in sorted(
             walk.events, key=lambda e: (e[0], e[1], e[3], -e[4])):
+        # the end rounded as the start is, so a slice ending with its parent does not
+        # poke out of it by a rounding step
+        ts = round(start / mhz, 4)
         events.append({"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid,
-                       "ts": round(start / mhz, 4), "dur": round((end - start) / mhz, 4),
+                       "ts": ts, "dur": round(round(end / mhz, 4) - ts, 4),
                        "args": dict(args, start_cycle=start, end_cycle=end)})
     replicas = (report.get("ipus") or {}).get("replicas", 1)
     return {"traceEvents": events, "displayTimeUnit": "ns",
