@@ -148,3 +148,14 @@ def test_optimizer_ops_belong_to_the_layer_of_their_variable(one_ipu):
         assert {"conv2d", "dense"} <= layers, op
     updates = [s for s in body if s["op"] in ("sqrt", "pow", "square")]
     assert updates and all(s["layer"] in ("conv2d", "dense") for s in updates)
+
+
+def test_gradient_accumulators_belong_to_their_layer(pipelined):
+    # The pipeline's weight update (a branch of the loop body) reads each gradient
+    # accumulator, updates the layer's variable and zeroes the accumulator: all four
+    # writes per Dense layer (kernel and bias, their two accumulators) have its layer.
+    program = pipelined["report"]["program"]
+    (update,) = [b for b in program if b["role"] == "if then"]
+    layers = [layer.name for layer in pipelined["model"].layers]
+    writes = [s["layer"] for s in update["steps"] if s["op"] == "write_var"]
+    assert all(writes.count(name) == 4 for name in layers), writes

@@ -14,8 +14,9 @@ whose weights hold it), and `attribute_updates` gives an op of no layer the laye
 variables its results are written to, when they all belong to one layer (Adam's `sqrt`
 and `sub` for a kernel belong to the kernel's layer; the learning rate, used for every
 variable, stays unattributed); a value written to a variable reaches wherever that
-variable is read afterwards (Adam's moments), and a write to a variable of no layer
-takes the layer of the op that computed the value written.
+variable is read, in any body (Adam's moments, gradient accumulators read by the weight
+update's branch), and a write to a variable of no layer takes the layer of the op that
+computed the value written.
 """
 import contextlib
 
@@ -94,30 +95,32 @@ def attribute_updates(graph, variable_layers):
         graph: The traced IR graph; its equations' `source` are replaced in place.
         variable_layers: The layer of each of the graph's variables ("" for none).
     """
-    _attribute_level(graph, variable_layers)
+    read_reach = {}   # variable -> layers reached from where it is read, at any depth
+    for _ in range(2):   # the second pass sees reads in deeper or later levels
+        _attribute_level(graph, variable_layers, read_reach)
 
 
-def _attribute_level(graph, variable_layers):
+def _attribute_level(graph, variable_layers, read_reach):
     """The layers of the variables written in `graph` (at any depth), after attributing."""
     users = {}
     for eqn in graph.equations:
         for value in eqn.inputs:
             users.setdefault(value.id, []).append(eqn)
-    reach, written, read_later = {}, set(), {}
+    reach, written = {}, set()
     for eqn in reversed(graph.equations):
         layers, role = set(), get_op(eqn.op).role
         for sub in eqn.subgraphs():
-            layers |= _attribute_level(sub, variable_layers)
-        if role == "variable_write":   # and where the variable is read afterwards
+            layers |= _attribute_level(sub, variable_layers, read_reach)
+        if role == "variable_write":   # and where the variable is read
             layers.add(variable_layers[eqn.params["var"]])
-            layers |= read_later.get(eqn.params["var"], set())
+            layers |= read_reach.get(eqn.params["var"], set())
         for value in eqn.outputs:
             for user in users.get(value.id, ()):
                 layers |= reach[id(user)]
         layers.discard("")
         reach[id(eqn)] = layers
         if role == "variable_read":
-            read_later.setdefault(eqn.params["var"], set()).update(layers)
+            read_reach.setdefault(eqn.params["var"], set()).update(layers)
         written |= layers
         if not eqn.source.layer and len(layers) == 1:
             eqn.source = Source(eqn.source.node, next(iter(layers)))
