@@ -88,3 +88,16 @@ def test_compare_two_runs_of_different_lengths(five, tmp_path):
     assert ops["mul"]["diff"] == 4 * sum(body_mul["cycles"].values())   # 9 - 5 iterations
     text = compare.compare_text(five[0], longer)
     assert "cycles per op" in text and f"{ops['mul']['diff']:+,}" in text
+
+
+def test_a_trace_that_cannot_be_laid_out_leaves_the_rest_of_the_report(tmp_path, monkeypatch,
+                                                                      caplog):
+    def broken(report, expand=trace.EXPAND):
+        raise ValueError("a program shape the trace does not know")
+
+    monkeypatch.setattr(trace, "trace_document", broken)
+    report, path = _report(tmp_path, 3)
+    assert report["execution"]["steps"] == 3
+    assert "trace.json.gz" not in os.listdir(path)
+    assert "id='timeline-plot'" in open(os.path.join(path, "report.html")).read()
+    assert "Could not lay out the execution trace" in caplog.text

@@ -179,9 +179,15 @@ def _write_at_exit():
 
 def _write_files(path, report, plot_functions):
     _atomic_write(os.path.join(path, "report.json"), json.dumps(report).encode())
-    events = trace.trace_document(report)
-    _atomic_write(os.path.join(path, "trace.json.gz"), gzip.compress(
-        json.dumps(events, separators=(",", ":")).encode(), compresslevel=5))
+    try:
+        events = trace.trace_document(report)
+    except Exception as e:  # noqa: BLE001 - a report never fails a compile or a run
+        logger.warning("Could not lay out the execution trace of %s; the report has none. "
+                       "Received: %r", path, e)
+        events = None
+    if events is not None:
+        _atomic_write(os.path.join(path, "trace.json.gz"), gzip.compress(
+            json.dumps(events, separators=(",", ":")).encode(), compresslevel=5))
     for file_name, plot in plot_functions.items():
         try:
             plot(report, os.path.join(path, file_name))
