@@ -172,11 +172,11 @@ class _Lowering:
             return [0, 0, 0, 0] if group <= 1 else [
                 0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
         if opdef.role in _HOST:
-            # A stream copy (or a call to the host) synchronises with the host: an
-            # external sync, and its bytes over the host link.
+            # A stream copy (or a call to the host) synchronises with the host (an external
+            # sync) and moves every replica's bytes over the host's one link (`device/cost.py`).
             nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
             return [0, 0, cost_model.sync_cycles(target, external=True),
-                    cost_model.host_io_cycles(nbytes, target)]
+                    cost_model.host_io_cycles(nbytes * self.replicas, target)]
         plan = self.map.plan_of(eqn)
         if plan is not None:
             external = self._spans_ipus(plan.start, plan.tiles)
@@ -290,13 +290,14 @@ def _profile_row(eqn, cycles, step):
     return ProfileRow(eqn.op, eqn.source.layer, cycles_of(cycles), subs, eqn.shard or 0)
 
 
-def _add_host_transfer(main, graph, target):
+def _add_host_transfer(main, graph, target, replicas):
     """Charges the main block for streaming the program's arguments in and its results
-    out, as the hardware does for a compiled function's inputs and outputs: the bytes
-    over the host link and a sync with the host each way (profile row "host_transfer")."""
+    out, as the hardware does for a compiled function's inputs and outputs: every
+    replica's bytes over the host link and a sync with the host each way (profile row
+    "host_transfer")."""
     transfer = {"compute": 0, "exchange": 0, "sync": 0, "host_io": 0}
     for values in (graph.inputs, graph.outputs):
-        nbytes = sum(v.type.nbytes for v in values)
+        nbytes = replicas * sum(v.type.nbytes for v in values)
         if nbytes:
             transfer["sync"] += cost_model.sync_cycles(target, external=True)
             transfer["host_io"] += cost_model.host_io_cycles(nbytes, target)
@@ -314,7 +315,7 @@ def lower(graph, tile_map, target, pipelines=None, replicas=1):
     `replicas` is the replication factor an all-reduce spans."""
     lowering = _Lowering(tile_map, target, pipelines, replicas)
     lowering.block(graph)
-    main = _add_host_transfer(lowering.blocks[0], graph, target)
+    main = _add_host_transfer(lowering.blocks[0], graph, target, replicas)
     variables = tuple(TileMapping(i, m.start, m.tiles, m.per_tile)
                       for i, m in enumerate(tile_map.variables))
     lowering.blocks[0] = dataclasses.replace(
