@@ -149,8 +149,11 @@ class IPUStrategy:
 
 
 def _to_tensor(value):
-    return value if value is None or isinstance(value, tf.Operation) else tf.convert_to_tensor(
-        value)
+    """A result of the device as a host tensor (on the CPU even under an IPU tf.device)."""
+    if value is None or isinstance(value, tf.Operation):
+        return value
+    with tf.device("/device:CPU:0"):
+        return tf.convert_to_tensor(value)
 
 
 @compat.deprecated_class("ipu.ipu_strategy.IPUStrategyV1", "ipu.ipu_strategy.IPUStrategy",

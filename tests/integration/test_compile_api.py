@@ -97,3 +97,26 @@ def test_supported_ops_lists_tensorflow_op_types():
 
 def test_running_on_ipu_model():
     assert ipu.utils.running_on_ipu_model() is True
+
+
+@pytest.mark.parametrize("api", ["compile", "strategy"])
+def test_results_are_host_tensors_inside_an_eager_ipu_scope(api, monkeypatch):
+    # The device's results come back as host arrays; inside an eager `ipu_scope` (a
+    # tf.device naming the IPU, a device TensorFlow has not) they must still become
+    # tensors, on the CPU, also when the eager context has no soft placement (as after
+    # some TensorFlow 1 sessions in the process).
+    from ipu_keras._src.driver import executor
+
+    monkeypatch.setattr(executor, "run", lambda fn, args, kwargs: (np.arange(3.0),))
+    soft = tf.config.get_soft_device_placement()
+    tf.config.set_soft_device_placement(False)
+    try:
+        with ipu.scopes.ipu_scope("/device:IPU:0"):
+            if api == "compile":
+                (out,) = ipu.ipu_compiler.compile(lambda: None, [])
+            else:
+                (out,) = ipu.ipu_strategy.IPUStrategy().run(lambda: None)
+    finally:
+        tf.config.set_soft_device_placement(soft)
+    assert out.device.endswith("CPU:0")
+    T.EXACT.assert_close(out.numpy(), np.arange(3.0))
