@@ -2,7 +2,8 @@
 `predict_function` on an ipu_keras model.
 
 It keeps Keras' contract: it takes the epoch's iterator (or, for predict, the list of
-batches Keras gathered), runs up to `steps_per_execution` steps and returns the last
+batches Keras gathered; or an `Execution` of `step_counts.py` that says how many batches
+this execution has), runs up to `steps_per_execution` steps and returns the last
 step's logs (predict: the outputs of all steps, concatenated), raising StopIteration
 when there is no data left. Each distinct batch signature (a partial last batch has
 its own) gets its own `StepProgram`, compiled once and reused; the number of steps is
@@ -17,6 +18,7 @@ from ipu_keras.errors import FeedError
 from ipu_keras._src.keras import accumulation, replication
 from ipu_keras._src.keras.boundary import flatten_batch, signature
 from ipu_keras._src.keras.program import StepProgram
+from ipu_keras._src.keras.step_counts import unwrap
 
 logger = logging.getLogger("ipu_keras")
 
@@ -37,7 +39,8 @@ class DeviceFunction:
         self.device_samples = 0
 
     def __call__(self, data):
-        batches = self._stage(data)
+        data, budget = unwrap(data)
+        batches = self._stage(data, budget)
         if self.replicas > 1:
             batches = self._replica_groups(batches, data)
         if not batches:
@@ -97,12 +100,14 @@ class DeviceFunction:
         self.device_steps += batches // self.replicas
         self.device_samples += batches * (int(flat[0].shape[0]) if flat and flat[0].ndim else 1)
 
-    def _stage(self, data):
+    def _stage(self, data, budget=None):
         if isinstance(data, list):  # predict: Keras already gathered the batches
             return data
         batches = []
         pull = _fast_pull(data)
-        for _ in range(self.model.steps_per_execution):   # R x per replica while replicated
+        # R x per replica while replicated; fewer when the epoch ends (step_counts.py).
+        count = self.model.steps_per_execution if budget is None else budget
+        for _ in range(count):
             try:
                 batches.append(pull())
             except (StopIteration, tf.errors.OutOfRangeError):

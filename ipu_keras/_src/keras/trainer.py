@@ -4,7 +4,10 @@ Keras owns the training loop (epochs, data adapters, callbacks, progress bar,
 History, metrics); the mixin only replaces how a batch of steps runs, through the
 documented hooks `make_train_function`, `make_test_function` and
 `make_predict_function`, each returning a `DeviceFunction` that runs the model's
-(possibly user-defined) `train_step`/`test_step`/`predict_step` on the device.
+(possibly user-defined) `train_step`/`test_step`/`predict_step` on the device; and
+`_maybe_symbolic_build`, where `fit` and `evaluate` show it their epoch iterator, so that
+it counts the batches that run (`step_counts.py`). `ipu_report` describes the program
+of the user's last call: after `fit`, training's, even when validation ran after it.
 With `verbose` on, `fit` adds a `DeviceTimeLogger` that prints the simulated device
 time of each epoch beside the wall time, without touching the logs. The calls that run
 the model hold its lock (`locking.py`): threads sharing a model take turns; their
@@ -20,6 +23,7 @@ from ipu_keras._src.keras.callbacks import StepReplay
 from ipu_keras._src.keras.device_function import DeviceFunction
 from ipu_keras._src.keras.device_time import with_device_time
 from ipu_keras._src.keras.locking import model_lock
+from ipu_keras._src.keras.step_counts import count_batches_run
 from ipu_keras._src.keras.tracebacks import filtered
 from ipu_keras._src.runtime import infeed_dataset
 from ipu_keras.errors import FeedError
@@ -66,6 +70,12 @@ class IPUTrainerMixin:
             self.predict_function = DeviceFunction(self, "predict")
         return self.predict_function
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras' fit and evaluate hand their epoch iterator here before they start it.
+        if iterator is not None:
+            count_batches_run(iterator, replication.replication_factor(self))
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     @filtered
     def fit(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.fit, args, kwargs)
@@ -74,18 +84,27 @@ class IPUTrainerMixin:
             if arguments.get("verbose", "auto") != 0:
                 arguments["callbacks"] = with_device_time(arguments.get("callbacks"), self)
             with replication.batches_per_execution(self):
-                return super().fit(**arguments)
+                try:
+                    return super().fit(**arguments)
+                finally:
+                    # fit's validation ran the test program after the last training
+                    # execution; the model's report stays the training one.
+                    _report_on(self, "train")
 
     @filtered
     def evaluate(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.evaluate, args, kwargs)
         with model_lock(self), replication.batches_per_execution(self):
-            return super().evaluate(**arguments)
+            try:
+                return super().evaluate(**arguments)
+            finally:
+                _report_on(self, "test")
 
     @filtered
     def predict(self, *args, **kwargs):
         arguments = self._with_step_replay(keras.Model.predict, args, kwargs)
         with model_lock(self), replication.batches_per_execution(self):
+            _report_on(self, "predict")
             try:
                 return super().predict(**arguments)
             except UnboundLocalError as e:
@@ -100,16 +119,19 @@ class IPUTrainerMixin:
     @filtered
     def train_on_batch(self, *args, **kwargs):
         with model_lock(self):
+            _report_on(self, "train")
             return super().train_on_batch(*args, **kwargs)
 
     @filtered
     def test_on_batch(self, *args, **kwargs):
         with model_lock(self):
+            _report_on(self, "test")
             return super().test_on_batch(*args, **kwargs)
 
     @filtered
     def predict_on_batch(self, *args, **kwargs):
         with model_lock(self):
+            _report_on(self, "predict")
             return super().predict_on_batch(*args, **kwargs)
 
     def get_metrics_result(self):
@@ -261,7 +283,9 @@ class IPUTrainerMixin:
         pipelining.print_summary(self, line_length, print_fn)
 
     def ipu_report(self):
-        """A summary of the last executable this model ran on the simulated IPU.
+        """A summary of the last executable this model ran on the simulated IPU: after
+        `fit`, the training program's (even when validation ran after it); after
+        `evaluate` or `predict`, theirs.
 
         Returns:
             A dict with `target`, `steps` (of the last execution), `cycles` split into
@@ -305,9 +329,23 @@ class _InfeedStrategy:
         return getattr(self._strategy, name)
 
 
+_REPORTED_ATTR = "_ipu_reported_function"
+
+
+def _report_on(model, kind):
+    """Makes `ipu_report` describe the `kind` ("train", "test", "predict") function's last
+    program: the one of the user's last call, not of a step run inside it (fit's
+    validation)."""
+    object.__setattr__(model, _REPORTED_ATTR, kind)
+
+
 def _last_program(model):
-    candidates = [f.last_program for f in (model.train_function, model.test_function,
-                                           model.predict_function)
+    functions = {"train": model.train_function, "test": model.test_function,
+                 "predict": model.predict_function}
+    chosen = functions.get(getattr(model, _REPORTED_ATTR, None))
+    if isinstance(chosen, DeviceFunction) and chosen.last_program is not None:
+        return chosen.last_program
+    candidates = [f.last_program for f in functions.values()
                   if isinstance(f, DeviceFunction) and f.last_program is not None]
     if not candidates:
         return None
