@@ -55,12 +55,15 @@ def warn_once(old, new):
             return
         _warned.add(old)
     warnings.warn(f"`{old}` is deprecated: use `{new}` instead. It works as in its SDK "
-                  "for now.", DeprecationWarning, stacklevel=_user_stacklevel())
+                  "for now.", DeprecationWarning, stacklevel=user_stacklevel())
 
 
-def _user_stacklevel():
-    """The `stacklevel` of the first frame outside ipu_keras and keras: the user's line."""
-    frame, level = sys._getframe(2), 2  # the caller of warn_once is level 2
+def user_stacklevel():
+    """The `stacklevel` of the first frame outside ipu_keras and keras: the user's line.
+
+    For a `warnings.warn` in the function that calls this one (level 1), however deep in
+    ipu_keras' and Keras' frames the user's call reached it."""
+    frame, level = sys._getframe(2), 2  # the caller of the warning function is level 2
     while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
         frame, level = frame.f_back, level + 1
     return level

@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from ipu_keras._src.compat import user_stacklevel
 from ipu_keras.errors import FeedError, UnsupportedDTypeError
 
 _CONVERSIONS = {np.dtype("float64"): np.dtype("float32"), np.dtype("int64"): np.dtype("int32"),
@@ -40,7 +41,7 @@ def to_device_array(value):
         _warned.add(array.dtype)
         warnings.warn(
             f"The IPU has no {array.dtype} type: inputs of that dtype are converted to {target} "
-            "at the host/device boundary.", stacklevel=4)
+            "at the host/device boundary.", stacklevel=user_stacklevel())
     return array.astype(target)
 
 
