@@ -28,20 +28,40 @@ steps_per_execution = 10
 #
 # The tutorial loads MNIST with `keras.datasets.mnist.load_data()`. Where it cannot be
 # downloaded (this notebook also runs offline, in the project's CI), a synthetic stand-in
-# of the same shapes is made: ten random 28x28 patterns, one per class, plus noise, which
-# the network can learn.
+# of the same shapes is made: the digits 0-9 drawn as seven-segment glyphs of random
+# size, position and stroke width, which the network can learn.
 
 # %%
+SEGMENTS = {0: "abcdef", 1: "bc", 2: "abdeg", 3: "abcdg", 4: "bcfg", 5: "acdfg",
+            6: "acdefg", 7: "abc", 8: "abcdefg", 9: "abcdfg"}
+
+
+def segment_digits(n, seed=0):
+    """`n` 28x28 images in [0, 255] of the digits 0-9 drawn as seven-segment glyphs of
+    random size, place and stroke width over faint noise, and their labels."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, n)
+    images = rng.random((n, 28, 28)) * 0.1
+    for image, label in zip(images, labels):
+        h, w, t = rng.integers(17, 21), rng.integers(10, 13), rng.integers(2, 4)
+        top, left = (28 - h) // 2 + rng.integers(-2, 3), (28 - w) // 2 + rng.integers(-2, 3)
+        mid, bottom, right = top + (h - t) // 2, top + h - t, left + w - t
+        boxes = {"a": (top, left, t, w), "g": (mid, left, t, w), "d": (bottom, left, t, w),
+                 "f": (top, left, mid - top + t, t), "b": (top, right, mid - top + t, t),
+                 "e": (mid, left, bottom - mid + t, t), "c": (mid, right, bottom - mid + t, t)}
+        for segment in SEGMENTS[int(label)]:
+            y, x, dy, dx = boxes[segment]
+            image[y:y + dy, x:x + dx] = 0.7 + 0.3 * rng.random()
+    return np.clip(images, 0, 1) * 255, labels
+
+
 def load_mnist(samples=8192):
     try:
         (x_train, y_train), _ = keras.datasets.mnist.load_data()
         return x_train[:samples] / 255.0, y_train[:samples], "MNIST"
     except Exception:
-        rng = np.random.default_rng(0)
-        patterns = rng.random((10, 28, 28))
-        y_train = rng.integers(0, 10, samples)
-        x_train = 0.6 * patterns[y_train] + 0.4 * rng.random((samples, 28, 28))
-        return x_train, y_train, "synthetic stand-in for MNIST"
+        x_train, y_train = segment_digits(samples)
+        return x_train / 255.0, y_train, "seven-segment digits, a synthetic stand-in for MNIST"
 
 
 x_train, y_train, source = load_mnist()

@@ -7,6 +7,7 @@ in a temporary folder, with the checkout first on the kernel's path.
 """
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,13 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
+    if name.startswith("03"):
+        # The data the notebook trained on (MNIST, or its synthetic stand-in offline) is
+        # learned: the test accuracy is well above chance (0.1 for ten classes).
+        text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                       for o in c.outputs)
+        accuracy = float(re.search(r"test accuracy ([0-9.]+)", text).group(1))
+        assert accuracy > 0.5, accuracy
     # A figure the notebook shows is in its outputs (writing a report earlier in the notebook
     # must not take the notebook's matplotlib backend away).
     for cell in nb.cells:
