@@ -166,7 +166,8 @@ def _run(args, parser):
     launcher = args.mpiexec or (str(beside) if beside.exists() else shutil.which("mpiexec"))
     if not launcher:
         parser.error("run expected an MPI launcher (mpiexec); install one with "
-                     "`pip install 'ipu-keras[distributed]'`")
+                     "`pip install mpi4py mpich` (the project's `distributed` extra: "
+                     "`pip install \".[distributed]\"` in its clone)")
     env = dict(os.environ, **{NUM_REPLICAS_ENV: str(args.num_replicas)})
     sys.exit(subprocess.call([launcher, "-n", str(args.num_instances)] + program, env=env))
 
@@ -204,13 +205,22 @@ def _tutorials(args, parser):
             for path in (notebook, notebook.with_suffix(".py")):
                 if path.exists():
                     shutil.copy2(path, target / path.name)
-        print(f"copied {len(notebooks)} tutorials to {target}; open them with "
-              f"`jupyter lab {target}`")
+        print(copied_message(len(notebooks), target, notebooks[0].with_suffix(".py").name
+                             if notebooks else None))
         return
     for notebook in notebooks:
         print(f"{notebook.name:40s} {_title(notebook)}")
     print(f"{len(notebooks)} tutorials in {directory}; `ipu-keras tutorials --copy DIR` "
           "copies them")
+
+
+def copied_message(count, target, first_script):
+    """What to do with copied tutorials, with only what `pip install .` brings: each
+    notebook's .py twin runs as a script; Jupyter is not a dependency, so it is named as
+    something to install first."""
+    run = f" Run one as a script: `python {target / first_script}`." if first_script else ""
+    return (f"copied {count} tutorials to {target}.{run} To open the notebooks, install a "
+            f"notebook app first (`pip install jupyterlab`), then `jupyter lab {target}`.")
 
 
 _COMMANDS = {"demo": _demo, "ops": _ops, "report": _report, "run": _run,

@@ -5,7 +5,7 @@ hosts) by `ipu-keras run --num-instances I --num-replicas R -- python train.py` 
 `mpirun -n I` with `IPU_KERAS_NUM_REPLICAS=R` set) runs R / I replicas in each
 instance. Cross-replica reductions span every instance: the replicas of an instance
 meet in its `Communicator` (`runtime/replicas.py`), and one of them joins the other
-instances through MPI (`mpi4py`, from `pip install "ipu-keras[distributed]"`, which
+instances through MPI (`mpi4py`, from `pip install ".[distributed]"` in the project's clone, which
 brings MPICH too). Each instance reads its own shard of the data (for example
 `dataset.shard(getNumInstances(), getInstanceIndex())`, or every I-th batch); the
 variables of the first execution are broadcast from instance 0, so the weights start

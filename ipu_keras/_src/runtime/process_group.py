@@ -63,7 +63,8 @@ def init():
             except ImportError:
                 raise ReplicationError(
                     "A distributed run expected mpi4py. Received: no module mpi4py. Install "
-                    "it with `pip install 'ipu-keras[distributed]'`.") from None
+                    "it with `pip install mpi4py mpich` (the project's `distributed` extra: "
+                    "`pip install \".[distributed]\"` in its clone).") from None
             _GROUP.append(ProcessGroup(MPI.COMM_WORLD, replicas))
     return _GROUP[0]
 
