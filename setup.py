@@ -48,6 +48,9 @@ setup(
         "plotly>=5",
         # The executable cache's lock while it evicts entries (compiler/cache.py).
         "filelock>=3.12",
+        # Progress of tracing, compiling and the first execution, in a terminal or a
+        # notebook (driver/progress.py).
+        "tqdm>=4.66",
     ],
     extras_require={
         # Replicas across processes (ipu_keras.distributed, `ipu-keras run`): MPI for

@@ -30,7 +30,8 @@ KNOWN_FLAGS = {
     "use_ipu_model": "Run on the IPU Model (the simulator is always used here).",
     "executable_cache_path": "Directory in which compiled executables are cached.",
     "executable_cache_max_size": "Size limit of the executable cache, e.g. 2GB (0: none).",
-    "show_progress_bar": "Compilation progress bar: true, false or auto.",
+    "show_progress_bar": "Progress of tracing, compiling and the first execution: true, "
+                         "false or auto (a terminal or notebook, once the work is long).",
     "use_synthetic_data": "Do not copy data between host and device; use synthetic data.",
     "synthetic_data_initializer": "How synthetic data is filled: random, uniform, normal or a "
                                   "constant.",

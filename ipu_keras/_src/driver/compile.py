@@ -7,7 +7,8 @@ the executable cache (`IPUConfig.executable_cache_path`, else
 `TF_POPLAR_FLAGS=--executable_cache_path`, its size limit
 `--executable_cache_max_size`; files by `compiler/cache.py`: an entry that cannot be
 used is recompiled and replaced, with one warning per entry and reason), the
-progress bar (`--show_progress_bar`, `_progress.py`), the reports
+progress (`--show_progress_bar`, `progress.py`: the compile stage of the caller's
+`WorkProgress`, or of its own), the reports
 (`POPLAR_ENGINE_OPTIONS` autoReport or `profiling.enable_reports`, written by
 `ipu_keras/_src/reports/`) and the tensor map file (`--tensor_map_file_path`). The
 compiler itself (`compiler/pipeline.py`) knows none of these.
@@ -27,7 +28,7 @@ from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src import flags
 from ipu_keras._src import reports
 from ipu_keras._src.gc_pause import collection_paused
-from ipu_keras._src.driver.progress import CompileProgress
+from ipu_keras._src.driver.progress import WorkProgress
 from ipu_keras._src.compiler import cache
 from ipu_keras._src.compiler.passes.memory import allow_out_of_memory
 from ipu_keras._src.compiler.pipeline import compile_graph
@@ -53,13 +54,16 @@ def compile_options(cfg):
 
 
 @collection_paused()
-def compile_for_ipu(graph, cfg=None, name=""):
+def compile_for_ipu(graph, cfg=None, name="", progress=None):
     """Compiles `graph` for the device `cfg` describes, through the executable cache.
 
     Args:
         graph: The traced IR graph.
         cfg: An `IPUConfig`; None for the active one (`config.get_active_config()`).
         name: A name for logs, progress and the report directory (e.g. the function's).
+        progress: The `WorkProgress` of the program's first call (tracing, compiling,
+            first execution), which shows the compile as one of its stages; None for one
+            of the compile's own.
 
     Returns:
         Executable: compiled now or loaded from the cache. Its `info["cache"]` says
@@ -83,7 +87,8 @@ def compile_for_ipu(graph, cfg=None, name=""):
     executable = _cached(directory, bound, name) if directory else None
     status = "hit" if executable is not None else ("miss" if directory else "off")
     if executable is None:
-        executable = _compile(graph, target, options, name, defer_oom=bool(report_dir))
+        executable = _compile(graph, target, options, progress or WorkProgress(name),
+                              defer_oom=bool(report_dir))
         if directory:
             _store(directory, bound, executable, max_size)
     executable.info["cache"] = {"status": status, "key": key}
@@ -97,15 +102,13 @@ def compile_for_ipu(graph, cfg=None, name=""):
     return executable
 
 
-def _compile(graph, target, options, name, defer_oom):
-    progress = CompileProgress(name)
-    try:
+def _compile(graph, target, options, progress, defer_oom):
+    with progress.compiling() as stage:
         return compile_graph(graph, target, options["compile_ipu_code"],
                              matmul_options=options["matmul_options"],
                              conv_options=options["conv_options"],
-                             allow_oom=options["allow_oom"] or defer_oom, on_pass=progress)
-    finally:
-        progress.finish()
+                             allow_oom=options["allow_oom"] or defer_oom,
+                             on_pass=lambda pass_name, seconds: stage.advance(1, pass_name))
 
 
 _SAID_REPLICAS = set()

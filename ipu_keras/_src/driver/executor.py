@@ -27,6 +27,7 @@ import tensorflow as tf
 from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src.runtime import outfeeds
 from ipu_keras._src.driver.compile import compile_for_ipu
+from ipu_keras._src.driver.progress import WorkProgress, tracing_callback
 from ipu_keras._src.placement import host_work
 from ipu_keras._src.runtime import Session, infeed_for
 from ipu_keras._src.tracer import trace
@@ -43,11 +44,16 @@ class CompiledFunction:
 
     def __init__(self, fn, args, kwargs, cfg, traced=None):
         start = time.perf_counter()
+        name = getattr(fn, "__name__", "function")
+        # Tracing, compiling and the first execution show their progress (progress.py).
+        self.progress = WorkProgress(name)
         if traced is None:
-            traced = trace(fn, args, kwargs, outfeed_queues=outfeeds.registry())
+            with self.progress.stage("Tracing", unit="layer calls") as stage:
+                traced = trace(fn, args, kwargs, outfeed_queues=outfeeds.registry(),
+                               on_progress=tracing_callback(stage))
         trace_seconds = time.perf_counter() - start
         target = cfg.target()
-        executable = compile_for_ipu(traced.graph, cfg, getattr(fn, "__name__", "function"))
+        executable = compile_for_ipu(traced.graph, cfg, name, self.progress)
         executable.info["trace_seconds"] = trace_seconds
         # The ConcreteFunction closes over `fn`; keeping it would keep the entry's owners alive.
         self.traced = dataclasses.replace(traced, concrete=None)
@@ -64,7 +70,13 @@ class CompiledFunction:
                     executable.info["equations"])
 
     def __call__(self, dense):
-        outputs = self.session.run([np.asarray(x) for x in dense])
+        progress, self.progress = self.progress, None
+        if progress is None:
+            outputs = self.session.run([np.asarray(x) for x in dense])
+        else:
+            with progress.stage("Running", total=1, unit="executions") as stage:
+                outputs = self.session.run([np.asarray(x) for x in dense])
+                stage.set(1, "first execution")
         structure = self.traced.output_structure
         if structure is None:
             return None

@@ -2,7 +2,8 @@
 
 A `StepProgram` traces the model's step function on an example batch, wraps it in the
 counted device loop (`runtime/device_loop.py`), compiles it and keeps the session
-that runs it. `run(batches)` stages the batches in the infeed, runs one execution of
+that runs it; tracing, compiling and its first execution show their progress
+(`driver/progress.py`). `run(batches)` stages the batches in the infeed, runs one execution of
 `len(batches)` steps and returns every step's outputs from the outfeed. A pipelined
 step's loop carries its schedule and depth (`pipeline`) for the compiler.
 """
@@ -15,6 +16,7 @@ import tensorflow as tf
 from ipu_keras._src.device import config as ipu_config
 from ipu_keras._src.runtime import outfeeds
 from ipu_keras._src.driver.compile import compile_for_ipu
+from ipu_keras._src.driver.progress import WorkProgress, tracing_callback
 from ipu_keras._src.keras.boundary import to_device_array
 from ipu_keras._src.runtime import Session, infeed_for
 from ipu_keras._src.runtime.device_loop import counted_loop
@@ -50,12 +52,16 @@ class StepProgram:
     def __init__(self, model, step_fn, example_batch, pipeline=None):
         start = time.perf_counter()
         cfg = ipu_config.get_active_config()
-        traced = trace(step_fn, (tf.nest.map_structure(_device_leaf, example_batch),),
-                       outfeed_queues=outfeeds.registry())
+        name = f"{getattr(model, 'name', 'model')}_{getattr(step_fn, '__name__', 'step')}"
+        # Tracing, compiling and the first execution show their progress (progress.py).
+        self.progress = WorkProgress(name)
+        with self.progress.stage("Tracing", unit="layer calls") as stage:
+            traced = trace(step_fn, (tf.nest.map_structure(_device_leaf, example_batch),),
+                           outfeed_queues=outfeeds.registry(),
+                           on_progress=tracing_callback(stage))
         graph, _, _ = counted_loop(traced.graph, pipeline)
         self.target = cfg.target()
-        name = f"{getattr(model, 'name', 'model')}_{getattr(step_fn, '__name__', 'step')}"
-        self.executable = compile_for_ipu(graph, cfg, name)
+        self.executable = compile_for_ipu(graph, cfg, name, self.progress)
         self.infeed, self.outfeed = StagedInfeed(), StepOutfeed()
         infeeds = [infeed_for(h, spec.types) for h, spec in zip(traced.infeeds,
                                                                   traced.graph.infeeds)]
@@ -71,7 +77,13 @@ class StepProgram:
         """Runs one step per flat batch in one execution; returns each step's outputs."""
         self.infeed.load(flat_batches)
         steps = len(flat_batches) // self.session.replicas   # one batch per replica a step
-        self.session.run([np.int32(steps)])
+        progress, self.progress = self.progress, None
+        if progress is None:
+            self.session.run([np.int32(steps)])
+        else:
+            with progress.stage("Running", total=steps, unit="steps") as stage:
+                self.session.run([np.int32(steps)])
+                stage.set(steps, "first execution")
         self.steps_run = steps
         structure = self.output_structure
         return [tf.nest.pack_sequence_as(structure, list(e)) for e in self.outfeed.elements]

@@ -101,10 +101,14 @@ class GraphImporter:
         return initial, cond, body
 
     # -- the walk -----------------------------------------------------------------
-    def import_graph(self, tf_graph, inputs, env, outputs):
-        """IR graph computing `outputs` of `tf_graph`; `env` binds its placeholders."""
+    def import_graph(self, tf_graph, inputs, env, outputs, on_op=None):
+        """IR graph computing `outputs` of `tf_graph`; `env` binds its placeholders.
+        `on_op(done, total, op_name)`, if given, is called as each op is reached."""
         b = Builder()
-        for op in _needed_ops(tf_graph, outputs, self.outfeed_queues):
+        order = _needed_ops(tf_graph, outputs, self.outfeed_queues)
+        for done, op in enumerate(order, 1):
+            if on_op is not None:
+                on_op(done, len(order), op.name)
             if op.type == "Placeholder" and op.outputs[0].ref() in env:
                 continue
             node = Node(op, [_lookup(env, t, op) for t in op.inputs], self)

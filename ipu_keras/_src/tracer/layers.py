@@ -35,7 +35,9 @@ class LayerScopes:
         self.variables = {}  # id of a TensorFlow variable -> layer name
 
     @contextlib.contextmanager
-    def recording(self):
+    def recording(self, on_call=None):
+        """Notes the ops of each layer call while the body runs; `on_call(layer_name)`, if
+        given, is called after each call (the tracer's progress)."""
         try:
             from keras.src.layers.layer import Layer
         except ImportError:  # plain TensorFlow functions need no Keras
@@ -52,6 +54,8 @@ class LayerScopes:
             finally:
                 scopes._claim(graph.get_operations()[first:], layer.name)
                 scopes._own(layer)
+                if on_call is not None:
+                    on_call(layer.name)
 
         Layer.__call__ = call
         try:

@@ -90,17 +90,35 @@ def _raise_designed_cause(error):
 
 
 @collection_paused()
-def trace(fn, args=(), kwargs=None, outfeed_queues=None):
-    """Trace `fn(*args, **kwargs)` into IR. See the module docstring."""
+def trace(fn, args=(), kwargs=None, outfeed_queues=None, on_progress=None):
+    """Trace `fn(*args, **kwargs)` into IR. See the module docstring.
+
+    `on_progress(phase, done, total, note)`, if given, follows the work: phase
+    "tensorflow" after each Keras layer call while TensorFlow traces (`done` calls so far,
+    `total` None, `note` the layer's name), then "import" as each op of the graph is
+    turned into IR (`done` of `total` ops, `note` the op's name)."""
     tf_fn, specs, _ = make_tf_function(fn, args, kwargs)
     layers = LayerScopes()
-    with layers.recording(), _custom_gradients_released():
+    with layers.recording(_layer_calls(on_progress)), _custom_gradients_released():
         try:
             concrete = tf_fn.get_concrete_function(*specs)
         except Exception as e:  # noqa: BLE001 - re-raised, or its designed cause instead
             _raise_designed_cause(e)
             raise
-    return import_concrete(concrete, len(specs), layers, outfeed_queues)
+    return import_concrete(concrete, len(specs), layers, outfeed_queues, on_progress)
+
+
+def _layer_calls(on_progress):
+    """`LayerScopes.recording`'s `on_call` reporting the layer calls to `on_progress`."""
+    if on_progress is None:
+        return None
+    calls = [0]
+
+    def on_call(layer_name):
+        calls[0] += 1
+        on_progress("tensorflow", calls[0], None, layer_name)
+
+    return on_call
 
 
 @contextlib.contextmanager
@@ -123,7 +141,7 @@ def _custom_gradients_released():
                     registry.pop(name, None)
 
 
-def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):
+def import_concrete(concrete, num_args, layers=None, outfeed_queues=None, on_progress=None):
     graph = concrete.graph
     state = StateTable()
     importer = GraphImporter(state, layers, outfeed_queues)
@@ -138,7 +156,9 @@ def import_concrete(concrete, num_args, layers=None, outfeed_queues=None):
     for external, internal in graph.captures:
         env[internal.ref()] = _bind_capture(external, variables, captured_consts)
     outputs = [t for t in graph.outputs if t.dtype != tf.resource]
-    body = importer.import_graph(graph, inputs, env, outputs)
+    on_op = None if on_progress is None else (
+        lambda done, total, name: on_progress("import", done, total, name))
+    body = importer.import_graph(graph, inputs, env, outputs, on_op)
     ir = Graph(inputs, body.outputs, captured_consts.equations + body.equations,
                variables=state.variables, infeeds=state.infeeds, outfeeds=state.outfeeds)
     if layers is not None:
