@@ -16,7 +16,7 @@ import keras
 from ipu_keras._src.conformance import tolerances as T
 from tests.keras.common import (
     BATCH, Recorder, assert_events_equal, assert_history_equal, assert_weights_equal,
-    build, build_pair, compile_model, train_val,
+    build, build_pair, compile_model, events_as_run, train_val,
 )
 
 EPOCHS = 2
@@ -54,13 +54,7 @@ def _only(recorder, batch_ends):
 
 
 def _as_run(events):
-    """Keras' events with each batch end at the last batch that ran. Keras 3 reports an
-    epoch's last execution as ending at begin + steps_per_execution - 1 even when the
-    data ends first (index 7 of 7 batches: `8/7` on its bar); ipu_keras reports the last
-    batch that ran, as Keras does at one step per execution (tests/keras/test_step_counts.py).
-    """
-    last = {"on_train_batch_end": STEPS - 1, "on_test_batch_end": VAL_STEPS - 1}
-    return [(h, min(i, last[h]) if h in last else i, e) for h, i, e in events]
+    return events_as_run(events, STEPS, VAL_STEPS)
 
 
 def test_fit_hooks_and_logs_equal_keras(runs):

@@ -6,9 +6,9 @@ A `WorkProgress` follows one program. Each stage it is told about is one line of
 carriage return, which terminals and notebook outputs both honour), kept when the stage
 ends, with its count and time::
 
-    Tracing 'resnet50_train_step': 100%|██████████| 4639/4639 ops [00:02, conv5_block3_out]
-    Compiling 'resnet50_train_step': 100%|██████████| 12/12 passes [00:00, lower]
-    First execution of 'resnet50_train_step': 8 steps [00:05]
+    Tracing 'model_train_step': 100%|████████| 6534/6534 ops [00:03, Identity]
+    Compiling 'model_train_step': 100%|████████| 10/10 passes [00:01, lower]
+    Running 'model_train_step': 100%|████████| 8/8 steps [00:04, first execution]
 
 "true" always draws, on stderr; "false" never; "auto" (the default) only when stderr is a
 terminal or a Jupyter kernel's, and only once the program's work has taken
