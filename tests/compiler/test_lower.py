@@ -36,7 +36,7 @@ def test_elementwise_cycles_follow_the_target_by_hand():
         per_worker / target.vector_flops_per_cycle) * cost.ELEMENTWISE_LOOP_CYCLES
     assert expected == 185 + 82 + 396
     # The argument and the result (4096 bytes each) cross the host link, a sync each way.
-    host = 2 * math.ceil(4096 / target.host_link_bytes_per_second * target.clock_hz)
+    host = cost.host_io_cycles(4096, target) + cost.host_io_cycles(4096, target, out=True)
     assert exe.blocks[0].cycles == {
         "compute": expected, "exchange": 0,
         "sync": target.internal_sync_cycles + 2 * target.external_sync_cycles,
@@ -71,7 +71,8 @@ def test_stream_copies_cost_host_link_cycles():
     target = small_target(4)
     exe = compile_graph(graph, target)
     body = exe.blocks[0].steps[0].body_block
-    expected = 2 * math.ceil(8 / target.host_link_bytes_per_second * target.clock_hz)
+    # One element in through the infeed, one out through the outfeed, 8 bytes each.
+    expected = cost.host_io_cycles(8, target) + cost.host_io_cycles(8, target, out=True)
     assert exe.blocks[body].cycles["host_io"] == expected
 
 

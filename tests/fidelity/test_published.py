@@ -21,6 +21,9 @@ import numpy as np
 import pytest
 
 MK2_CLOCK_HZ = 1.33e9
+CLOSE = (0.75, 1.25)
+"""Issue 33's band: an independent case within 25% of its published figure. The cases
+outside it (tut4, tut6) keep the band of 2 and say why in their text."""
 EX = "graphcore/examples@3cc8f81"
 PL = "graphcore/poplibs@7eac0f2"
 TS = "graphcore-research/tessellate-ipu@3ab241f"
@@ -199,7 +202,8 @@ def _amp_case(rows, tflops):
         f"[{rows},16] by [16,16] in half precision, timed by the tiles' cycle counters: "
         f"{tflops} TFLOPS. Ours: compute cycles of the product on a 1-tile IPU. The cost "
         f"model's AMP figures come from poplin's estimate of that vertex; this checks the "
-        f"estimate (and our use of it) against the hardware: fixed cost and per-row slope.")
+        f"estimate (and our use of it) against the hardware: fixed cost and per-row slope.",
+        band=CLOSE)
 
 
 def _add_case(n, microseconds, independent=True):
@@ -216,7 +220,7 @@ def _add_case(n, microseconds, independent=True):
         + (" Those 82 cycles are this measurement less the estimate (285 - 203): the case "
            "is the rule's source, not a check of it; the 1024-float case is the check. "
            "It was 0.71 without the rule." if not independent else ""),
-        independent=independent)
+        independent=independent, band=CLOSE)
 
 
 CASES = [
@@ -241,46 +245,55 @@ CASES = [
         "Poplar tutorial 4 (tut4_ipu_model.cpp): m4 = m1[900x600] @ m2[600x300], then "
         "m5 = m4 @ m3[300x200], poplin's matMul on variables mapped linearly, the whole "
         "Engine::run in PopVision's execution view. Ours: device cycles of the same two "
-        "products (inputs streamed in, host I/O left out). About 1.48: compute is close "
+        "products (inputs streamed in, host I/O left out). About 1.49: compute is close "
         "(ours 29.6K; the trace shows about 19K + 10.5K for the two products with their "
         "reductions), exchange is not (ours 20.6K, theirs a few thousand): our plans cut "
         "each output in flat order, whole rows per tile, and split k up to 46 ways, so each "
         "tile receives 46 partial sums of every output it owns; poplin's plans cut the "
-        "output in 2-d blocks and reduce fewer ways."), two_matmuls_tut4),
+        "output in 2-d blocks and reduce fewer ways. Outside 25% until the planner cuts "
+        "2-d blocks (the output's mapping is then no longer one linear range per tile)."),
+     two_matmuls_tut4),
     (Case(
         "tut6 matvec 10000x1000 fp32", 6_681_766 - 6_663_550.8, TUT6,
         "Poplar tutorial 6 on a Mk2 IPUModel: 'Total cycles' minus 'Tile average host "
         "exchange cycles' (the README: that difference is compute + sync + exchange of "
         "one tile). The tutorial's own vertices, 2 MACs per cycle; ours is the planner's "
-        "matmul. Matrix and vector already on the device. About 0.67: the planner charges "
+        "matmul. Matrix and vector already on the device. About 0.68: the planner charges "
         "poplin's 1x1 AMP vertex estimate, and as one output column would use 1 of the "
         "AMP's 16 output lanes each tile takes the vector path (2 float MACs per cycle, "
         "like the tutorial's vertices). It was 0.44, outside 2x, when the planner charged "
-        "the AMP at its full rate whatever the channels."), matvec_10000x1000),
+        "the AMP at its full rate whatever the channels. Outside 25%, but not in the parts: "
+        "ours against the profile's tile averages, compute 3.9K vs 3.8K, exchange 7.2K vs "
+        "8.7K, sync 1.1K vs 1.1K; the published total exceeds the sum of its own averages "
+        "by 4.6K cycles that the profile does not attribute (stream copies' begin and end "
+        "are the likely part; no public figure to cost them from)."), matvec_10000x1000),
     (Case(
         "Keras MNIST CNN train step", 166e-6 * MK2_CLOCK_HZ, KERAS,
         "Graphcore's Keras tutorial on IPU hardware, steps_per_execution = 937, batch 64, "
         "SGD: epoch 3 at 166 us/step (Keras progress bar) x 1.33 GHz. We run 8 steps per "
-        "execution; host I/O of the infeed included, as in the wall time. About 0.68: "
-        "the convolutions are charged poplin's 1x1 AMP vertex estimate, whole channel "
-        "groups (the first layer has 1 input channel) with per-pass overheads and weight "
-        "loads, and the batches cross the IPU-M2000's 100 Gb/s host link. It was 0.46, "
-        "outside 2x, when the convolutions were charged the AMP's full rate, 0.57 when the "
-        "host link was the IPU's own PCIe (64 GB/s), 0.65 before each vector vertex paid the "
-        "hardware's 82 cycles over popops' estimate." + KERAS_CLOCK),
+        "execution; host I/O of the infeed included, as in the wall time. About 0.96: the "
+        "convolutions are charged poplin's 1x1 AMP vertex estimate, whole channel groups "
+        "(the first layer has 1 input channel) with per-pass overheads and weight loads, "
+        "each vector vertex the hardware's 82 cycles over popops' estimate, and each "
+        "batch (203 KB) the slower stage of the IPU-M2000's host path as gc-hosttraffictest "
+        "measured it: gateway buffer -> tiles at 26.4 Gbit/s, 62 us, about 40% of the step. "
+        "It was 0.46, outside 2x, when the convolutions were charged the AMP's full rate; "
+        "0.57 when the host link was the IPU's own PCIe (64 GB/s); 0.65 with the NIC's "
+        "100 Gb/s line rate; 0.68 with the vertex's 82 cycles." + KERAS_CLOCK, band=CLOSE),
      mnist_cnn_training_step),
     (Case(
         "Keras MNIST CNN train step, 2 replicas", 219e-6 * MK2_CLOCK_HZ, KERAS,
         "Same tutorial replicated over 2 IPUs (batch 64 per replica, 468 steps per "
         "execution): epoch 3 at 219 us/step x 1.33 GHz; per step of one replica, the "
-        "gradient all-reduce over the IPU-Links included. About 0.64 (0.54 when each replica "
-        "had a host link of its own, 0.48 with the PCIe host link): the hardware pays "
-        "53 us/step more for the second replica than one IPU takes, the model 27 us: both "
-        "replicas' batches share the host's link, and its ring all-reduce of 139 KB is "
-        "charged link bandwidth, "
-        "700 cycles of link latency and one external sync per ring step, and nothing for "
-        "the collective's host-side coordination, which Graphcore does not publish."
-        + KERAS_CLOCK, slow=True),
+        "gradient all-reduce over the IPU-Links included. About 0.78 (0.64 with the NIC's "
+        "line rate, 0.54 when each replica had a host link of its own): the hardware pays "
+        "53 us/step more for the second replica than one IPU takes, the model 11 us: each "
+        "IPU's stage of the host path is its own, the host's link (56.5 Gbit/s measured) "
+        "carries both replicas' batches but is not the slower stage at two, and the ring "
+        "all-reduce of 139 KB is charged link bandwidth, 700 cycles of link latency and "
+        "one external sync per ring step, and nothing for the collective's host-side "
+        "coordination, which Graphcore does not publish."
+        + KERAS_CLOCK, band=CLOSE, slow=True),
      lambda: mnist_cnn_training_step(replicas=2)),
     (Case(
         "Keras MNIST CNN train step, 2-IPU pipeline", 208e-6 * MK2_CLOCK_HZ, KERAS,
@@ -288,9 +301,9 @@ CASES = [
         "pool-flatten-dropout-dense), Grouped schedule, gradient accumulation 8, batch 64, "
         "936 steps per execution: epoch 3 at 208 us/step x 1.33 GHz. Ours: 8 steps per "
         "execution (one weight update), the schedule's makespan per step with host I/O. "
-        "About 0.57, the shortfall of the one-IPU case plus the pipeline's: the hardware "
-        "takes 1.25x the one-IPU step, the model 1.04x (stage 0 holds both convolutions, "
-        "so its stage time is close to the whole step's)." + KERAS_CLOCK, slow=True),
+        "About 0.78 (0.57 with the host NIC's line rate): the hardware takes 1.25x the "
+        "one-IPU step, the model 1.03x (stage 0 holds both convolutions, so its stage time "
+        "is close to the whole step's)." + KERAS_CLOCK, band=CLOSE, slow=True),
      lambda: mnist_cnn_training_step(pipelined=True)),
 ]
 

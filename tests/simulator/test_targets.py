@@ -53,8 +53,15 @@ def test_total_memory_matches_reference():
 
 def test_links_and_sync():
     t = get_target("ipu2")
-    assert t.host_link_bytes_per_second == 12.5e9   # the M2000's 100 Gb/s RoCE host link
-    assert get_target("ipu1").host_link_bytes_per_second == 64e9   # the C2 card's PCIe
+    # An IPU-M2000's two stages, as gc-hosttraffictest measured them (Gbit/s): host ->
+    # gateway buffer 56.5, buffer -> tiles 26.4, tiles -> buffer 30.0, buffer -> host 23.5.
+    assert t.host_link_bytes_per_second == 56.5e9 / 8
+    assert t.ipu_stream_bytes_per_second == 26.4e9 / 8
+    assert t.ipu_stream_out_bytes_per_second == 30.0e9 / 8
+    assert t.host_link_out_bytes_per_second == 23.5e9 / 8
+    mk1 = get_target("ipu1")   # the C2 card on the host's PCIe: one stage, both ways
+    assert mk1.host_link_bytes_per_second == 64e9
+    assert mk1.host_link_out_bytes_per_second == mk1.ipu_stream_bytes_per_second == 0
     assert t.ipu_link_bytes_per_second == 320e9
     assert t.ipu_links == 10
     assert get_target("ipu1").ipu_link_bytes_per_second == 192e9

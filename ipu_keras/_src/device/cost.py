@@ -31,9 +31,10 @@ The model, per compute set (a superstep: sync, exchange, compute):
   receives / `exchange_bytes_per_cycle` plus `EXCHANGE_LATENCY_CYCLES`.
 * a sync costs `internal_sync_cycles` within one IPU, `external_sync_cycles` when
   the superstep spans IPUs or involves the host (stream copies).
-* host I/O: bytes over the host link (`host_link_bytes_per_second` at `clock_hz`). The
-  link is the host's (its NIC, the narrowest part of the path: `targets.py`), so the
-  replicas of one device share it: a stream copy moves every replica's bytes over it.
+* host I/O: a stream's bytes through the stages of its path (`targets.py`): the host's
+  link, which the replicas of one device share (a stream copy moves every replica's
+  bytes over it), and each IPU's own stage into its tiles; the stages overlap, so the
+  copy takes as long as the slower of them.
 * a call of an outlined function: `CALL_OVERHEAD_CYCLES` for the call and return, then
   one copy compute set for its arguments into the shared body's inputs and one for its
   results out (each on its busiest tile, with a sync); its body's cycles are the body
@@ -219,11 +220,21 @@ def call_cycles(copies, target):
     return compute, supersteps * sync_cycles(target)
 
 
-def host_io_cycles(nbytes, target):
-    """Cycles to stream `nbytes` between host and device over the host link."""
+def host_io_cycles(nbytes, target, replicas=1, out=False):
+    """Cycles to stream `nbytes` to each of `replicas` replicas (`out`: from them to the
+    host): the slower of the host's link, carrying every replica's bytes, and each IPU's
+    own stage, carrying its own (`targets.py`)."""
     if nbytes <= 0:
         return 0
-    return math.ceil(nbytes / target.host_link_bytes_per_second * target.clock_hz)
+    host = target.host_link_bytes_per_second
+    ipu = target.ipu_stream_bytes_per_second
+    if out:
+        host = target.host_link_out_bytes_per_second or host
+        ipu = target.ipu_stream_out_bytes_per_second or ipu
+    seconds = replicas * nbytes / host
+    if ipu:
+        seconds = max(seconds, nbytes / ipu)
+    return math.ceil(seconds * target.clock_hz)
 
 
 def sync_cycles(target, external=False):

@@ -26,11 +26,17 @@ every figure that is derived or estimated says so next to it:
   modelled as 50 cycles; external sync crosses IPU-Links and the host-side sync
   logic, modelled as 500 cycles (hundreds of nanoseconds).
 * Host link: the path a host stream takes, per direction. Mk1's C2 card sits on the
-  host's PCIe (Gen4 x16, 64 GB/s as published for the IPU's interface). A Mk2 or Bow
-  IPU has the same PCIe interface, but in an IPU-M2000 or Bow-2000 it connects to the
-  machine's IPU-Gateway, and the gateway to the host server over 100 Gb/s RoCEv2
-  (Graphcore's IPU-POD DA build guide: "2 RNIC ports for connection to the server", a
-  host "with an installed 100GbE RoCEv2 NIC"): 12.5 GB/s, the narrowest link of the path.
+  host's PCIe (Gen4 x16, 64 GB/s as published for the IPU's interface), one stage. A Mk2
+  or Bow IPU in an IPU-M2000 or Bow-2000 reaches the host in two stages: the host server
+  to the machine's IPU-Gateway over RoCE (one host NIC for the machine's IPUs: Graphcore's
+  IPU-POD DA build guide), landing in a buffer in the gateway's memory, then that buffer to
+  the IPU's tiles over the IPU's own PCIe link to the gateway. Rates as measured by
+  Graphcore's `gc-hosttraffictest` (IPU Command Line Tools 1.2.3 documentation, the tool's
+  example output on an IPU-M2000, one IPU): host -> buffer 56.5 Gbit/s, buffer -> tiles
+  26.4, tiles -> buffer 30.0, buffer -> host 23.5. The stages overlap (the gateway buffers
+  ahead), so a stream copy takes as long as its slower stage (`cost.host_io_cycles`). `host_link_bytes_per_second` (and `..._out_`)
+  is the shared first stage, `ipu_stream_bytes_per_second` (and `..._out_`) the per-IPU
+  second one (0: no such stage). Bow: assumed the same as Mk2 (same gateway design).
 * IPU-Links: aggregate per IPU. Mk1: 3 x 64 GB/s = 192 GB/s on a C2 card. Mk2: 10
   links, 320 GB/s total (published). Bow: assumed the same as Mk2 (same links).
 * Bow's memory bank size is not published: assumed the same as Mk2 (16 KiB), as the
@@ -71,7 +77,10 @@ _STANDARD = {
         clock_hz=1.33e9,
         bank_bytes=16 * _KiB,
         amp_macs_per_cycle={"float16": 64, "float32": 16},
-        host_link_bytes_per_second=12.5e9,
+        host_link_bytes_per_second=56.5e9 / 8,
+        host_link_out_bytes_per_second=23.5e9 / 8,
+        ipu_stream_bytes_per_second=26.4e9 / 8,
+        ipu_stream_out_bytes_per_second=30.0e9 / 8,
         ipu_link_bytes_per_second=320e9,
         ipu_links=10,
     ),
@@ -81,7 +90,10 @@ _STANDARD = {
         clock_hz=1.85e9,
         bank_bytes=16 * _KiB,
         amp_macs_per_cycle={"float16": 64, "float32": 16},
-        host_link_bytes_per_second=12.5e9,
+        host_link_bytes_per_second=56.5e9 / 8,
+        host_link_out_bytes_per_second=23.5e9 / 8,
+        ipu_stream_bytes_per_second=26.4e9 / 8,
+        ipu_stream_out_bytes_per_second=30.0e9 / 8,
         ipu_link_bytes_per_second=320e9,
         ipu_links=10,
     ),
@@ -103,7 +115,14 @@ class Target:
         bank_bytes: Size of one tile memory bank, in bytes.
         amp_macs_per_cycle: dtype name -> multiply-accumulates per tile per cycle
             on the Accumulating Matrix Product unit ("float16", "float32").
-        host_link_bytes_per_second: Host <-> device bandwidth.
+        host_link_bytes_per_second: Host -> device bandwidth of the host's link, which
+            every IPU of the device shares.
+        host_link_out_bytes_per_second: Device -> host bandwidth of that link (0: the
+            same as `host_link_bytes_per_second`).
+        ipu_stream_bytes_per_second: Bandwidth of each IPU's own stage of a host stream
+            into its tiles (an IPU-Machine's gateway buffer -> tiles; 0: no such stage).
+        ipu_stream_out_bytes_per_second: The same stage out of the tiles (0: the same as
+            `ipu_stream_bytes_per_second`).
         ipu_link_bytes_per_second: Aggregate IPU-Link bandwidth of one IPU.
         ipu_links: Number of IPU-Links on one IPU.
         num_ipus: IPUs in the device.
@@ -135,6 +154,9 @@ class Target:
     memcpy_bytes_per_cycle: int = 8
     internal_sync_cycles: int = 50
     external_sync_cycles: int = 500
+    host_link_out_bytes_per_second: float = 0.0
+    ipu_stream_bytes_per_second: float = 0.0
+    ipu_stream_out_bytes_per_second: float = 0.0
 
     def __post_init__(self):
         # Own a private copy, so the frozen target cannot change under its users.

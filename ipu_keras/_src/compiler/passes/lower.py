@@ -173,10 +173,10 @@ class _Lowering:
                 0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
         if opdef.role in _HOST:
             # A stream copy (or a call to the host) synchronises with the host (an external
-            # sync) and moves every replica's bytes over the host's one link (`device/cost.py`).
-            nbytes = sum(v.type.nbytes for v in eqn.inputs + eqn.outputs)
+            # sync); what it consumes leaves for the host, what it produces arrives from
+            # it, every replica's bytes (`device/cost.py`).
             return [0, 0, cost_model.sync_cycles(target, external=True),
-                    cost_model.host_io_cycles(nbytes * self.replicas, target)]
+                    _host_io(eqn.outputs, eqn.inputs, target, self.replicas)]
         plan = self.map.plan_of(eqn)
         if plan is not None:
             external = self._spans_ipus(plan.start, plan.tiles)
@@ -290,17 +290,24 @@ def _profile_row(eqn, cycles, step):
     return ProfileRow(eqn.op, eqn.source.layer, cycles_of(cycles), subs, eqn.shard or 0)
 
 
+def _host_io(arriving, leaving, target, replicas):
+    """Host I/O cycles of values arriving from the host and values leaving for it."""
+    return sum(cost_model.host_io_cycles(sum(v.type.nbytes for v in values), target,
+                                         replicas, out)
+               for values, out in ((arriving, False), (leaving, True)))
+
+
 def _add_host_transfer(main, graph, target, replicas):
     """Charges the main block for streaming the program's arguments in and its results
     out, as the hardware does for a compiled function's inputs and outputs: every
-    replica's bytes over the host link and a sync with the host each way (profile row
-    "host_transfer")."""
+    replica's bytes through the host path (`_host_io`) and a sync with the host each way
+    (profile row "host_transfer")."""
     transfer = {"compute": 0, "exchange": 0, "sync": 0, "host_io": 0}
-    for values in (graph.inputs, graph.outputs):
-        nbytes = replicas * sum(v.type.nbytes for v in values)
-        if nbytes:
+    for values, out in ((graph.inputs, False), (graph.outputs, True)):
+        if sum(v.type.nbytes for v in values):
             transfer["sync"] += cost_model.sync_cycles(target, external=True)
-            transfer["host_io"] += cost_model.host_io_cycles(nbytes, target)
+            transfer["host_io"] += _host_io(() if out else values, values if out else (),
+                                            target, replicas)
     if not any(transfer.values()):
         return main
     return dataclasses.replace(
