@@ -1,6 +1,8 @@
 """Test-wide setup. Runs before any test module, so before anything imports TensorFlow."""
 import os
 
+import pytest
+
 # Silence TensorFlow's C++ start-up logging; must be set before TensorFlow is imported.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -31,3 +33,20 @@ def configured_ipus(num_ipus, tiles_per_ipu=0):
     cfg.configure_ipu_system()
     yield
     config.reset_ipu_configuration()
+
+
+@pytest.fixture
+def executions(monkeypatch):
+    """A list that gets one entry per device execution (`Session.run`) while the test runs:
+    the proof that a computation ran on the simulated IPU, not on the CPU."""
+    from ipu_keras._src.runtime import session  # here: this module must not import TensorFlow
+
+    calls = []
+    original = session.Session.run
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(session.Session, "run", counted)
+    return calls

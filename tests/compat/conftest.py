@@ -1,22 +1,8 @@
-"""Fixtures of the compatibility tests: a counter of device executions."""
+"""Fixtures of the compatibility tests (the counter of device executions, `executions`,
+is in tests/conftest.py)."""
 import pytest
 
 from ipu_keras import compat
-from ipu_keras._src.runtime import session as session_module
-
-
-@pytest.fixture
-def executions(monkeypatch):
-    """A list that gets one entry per device execution (Session.run) while the test runs."""
-    calls = []
-    original = session_module.Session.run
-
-    def counted(self, *args, **kwargs):
-        calls.append(self)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(session_module.Session, "run", counted)
-    return calls
 
 
 @pytest.fixture

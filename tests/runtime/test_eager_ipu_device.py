@@ -20,6 +20,20 @@ from tests.conftest import configured_ipus
 
 IPU = "/device:IPU:0"
 RNG = np.random.default_rng(31)
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The names of the functions compiled while the test runs (one per eager op compiled)."""
+    names = []
+    original = executor.CompiledFunction.__init__
+
+    def counting(self, fn, *args, **kwargs):
+        names.append(fn.__name__)
+        original(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+    return names
 A = RNG.standard_normal((4, 8)).astype(np.float32)
 B = RNG.standard_normal((8, 3)).astype(np.float32)
 
@@ -86,33 +100,17 @@ def test_ops_with_compile_time_inputs_match_the_cpu_without_a_warning():
     assert got[1].dtype == tf.int64
 
 
-def test_every_op_under_the_scope_executes_on_the_simulator(monkeypatch):
-    runs = []
-    run = executor.Session.run
-
-    def counting(session, *args, **kwargs):
-        runs.append(session)
-        return run(session, *args, **kwargs)
-
-    monkeypatch.setattr(executor.Session, "run", counting)
+def test_every_op_under_the_scope_executes_on_the_simulator(executions):
     a = tf.constant(A)
     b = a + 1.0  # outside the scope: TensorFlow on the CPU
-    assert runs == []
+    assert executions == []
     with tf.device(IPU):
         c = tf.exp(tf.negative(a * b))
-    assert len(runs) == 3  # Mul, Neg, Exp
+    assert len(executions) == 3  # Mul, Neg, Exp
     T.FLOAT32.assert_close(c.numpy(), np.exp(-(A * (A + 1.0))))
 
 
-def test_a_repeated_op_is_compiled_once(monkeypatch):
-    compiled = []
-    original = executor.CompiledFunction.__init__
-
-    def counting(self, fn, *args, **kwargs):
-        compiled.append(fn.__name__)
-        original(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+def test_a_repeated_op_is_compiled_once(compiled):
     x = tf.constant(RNG.standard_normal((5, 7)).astype(np.float32))
     with tf.device(IPU):
         for _ in range(3):
@@ -212,15 +210,7 @@ def test_compiled_calls_under_the_scope_keep_their_host_work_on_the_host(monkeyp
     T.EXACT.assert_close(listed[0].numpy(), A + 1.0)
 
 
-def test_without_a_configured_system_a_repeated_op_is_compiled_once(monkeypatch):
-    compiled = []
-    original = executor.CompiledFunction.__init__
-
-    def counting(self, fn, *args, **kwargs):
-        compiled.append(fn.__name__)
-        original(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+def test_without_a_configured_system_a_repeated_op_is_compiled_once(compiled):
     active = ipu.config.get_active_config()
     ipu.config.reset_ipu_configuration()  # each look-up now gives a new default config
     try:
@@ -234,15 +224,7 @@ def test_without_a_configured_system_a_repeated_op_is_compiled_once(monkeypatch)
     T.FLOAT32.assert_close(y.numpy(), np.sqrt(np.full((3, 3), 2.0)))
 
 
-def test_the_cache_keeps_the_most_recently_used_signatures(monkeypatch):
-    compiled = []
-    original = executor.CompiledFunction.__init__
-
-    def counting(self, fn, *args, **kwargs):
-        compiled.append(fn.__name__)
-        original(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+def test_the_cache_keeps_the_most_recently_used_signatures(compiled, monkeypatch):
     monkeypatch.setattr(eager, "MAX_CACHED_OPS", 2)
     monkeypatch.setattr(eager, "_CACHE", {})
     x = tf.constant(A)
