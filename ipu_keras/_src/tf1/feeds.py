@@ -92,7 +92,7 @@ def dequeue_op(queue):
     last = queue.outfeed_mode.value == "last"
 
     def take():
-        elements, queue._elements = queue._elements, []  # noqa: SLF001
+        elements = queue._take()  # noqa: SLF001 - under the queue's lock, as dequeue takes
         if last:
             if not elements:
                 return [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in specs]
