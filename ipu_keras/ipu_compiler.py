@@ -30,8 +30,4 @@ def compile(computation, inputs=None):  # noqa: A001 - the IPU API's name
     result = _executor.run(computation, tuple(inputs or ()), {})
     if result is None:
         return []
-    # The results are host values: made on the host even inside `ipu_scope`, whose eager
-    # tf.device names the IPU that TensorFlow itself has no device for.
-    with tf.device("/device:CPU:0"):
-        return [tf.convert_to_tensor(x)
-                for x in tf.nest.flatten(result, expand_composites=True)]
+    return [_executor.host_tensor(x) for x in tf.nest.flatten(result, expand_composites=True)]

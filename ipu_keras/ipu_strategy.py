@@ -105,7 +105,7 @@ class IPUStrategy:
         """
         del options
         result = _executor.run(fn, tuple(args or ()), dict(kwargs or {}))
-        return tf.nest.map_structure(_to_tensor, result)
+        return tf.nest.map_structure(_executor.host_tensor, result)
 
     @compat.deprecated_method("ipu.ipu_strategy.IPUStrategy.experimental_run_v2",
                               "IPUStrategy.run", since="2.1", until="2.2")
@@ -133,7 +133,7 @@ class IPUStrategy:
                 f"reduce_op={reduce_op!r}"
             )
         if axis is None:
-            return tf.nest.map_structure(_to_tensor, value)
+            return tf.nest.map_structure(_executor.host_tensor, value)
         reducer = tf.reduce_sum if op is tf.distribute.ReduceOp.SUM else tf.reduce_mean
         return tf.nest.map_structure(lambda v: reducer(v, axis=axis), value)
 
@@ -146,14 +146,6 @@ class IPUStrategy:
         """Calls `dataset_fn` with a one-replica `tf.distribute.InputContext`."""
         del options
         return dataset_fn(tf.distribute.InputContext())
-
-
-def _to_tensor(value):
-    """A result of the device as a host tensor (on the CPU even under an IPU tf.device)."""
-    if value is None or isinstance(value, tf.Operation):
-        return value
-    with tf.device("/device:CPU:0"):
-        return tf.convert_to_tensor(value)
 
 
 @compat.deprecated_class("ipu.ipu_strategy.IPUStrategyV1", "ipu.ipu_strategy.IPUStrategy",

@@ -50,3 +50,20 @@ def executions(monkeypatch):
 
     monkeypatch.setattr(session.Session, "run", counted)
     return calls
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The names of the functions compiled for the simulator while the test runs (one per
+    `CompiledFunction`: an eager op, a TF1 cluster per input signature)."""
+    from ipu_keras._src.driver import executor  # here: this module must not import TensorFlow
+
+    names = []
+    original = executor.CompiledFunction.__init__
+
+    def counting(self, fn, *args, **kwargs):
+        names.append(fn.__name__)
+        original(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
+    return names

@@ -15,25 +15,11 @@ import tensorflow as tf
 
 import ipu_keras as ipu
 from ipu_keras._src.conformance import tolerances as T
-from ipu_keras._src.driver import eager, executor
+from ipu_keras._src.driver import eager
 from tests.conftest import configured_ipus
 
 IPU = "/device:IPU:0"
 RNG = np.random.default_rng(31)
-
-
-@pytest.fixture
-def compiled(monkeypatch):
-    """The names of the functions compiled while the test runs (one per eager op compiled)."""
-    names = []
-    original = executor.CompiledFunction.__init__
-
-    def counting(self, fn, *args, **kwargs):
-        names.append(fn.__name__)
-        original(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(executor.CompiledFunction, "__init__", counting)
-    return names
 A = RNG.standard_normal((4, 8)).astype(np.float32)
 B = RNG.standard_normal((8, 3)).astype(np.float32)
 

@@ -70,13 +70,19 @@ class KernelStep(Step):
 
 
 @_record
-class Exec(KernelStep):
-    kind: ClassVar[str] = "exec"
+class _OpStep(KernelStep):
+    """An op's step: `op` with its operands `ins`, results `outs` and `params`."""
+
     layout: ClassVar[tuple] = ("name", "slots", "slots", "params")
     op: str
     ins: tuple
     outs: tuple
     params: dict
+
+
+@_record
+class Exec(_OpStep):
+    kind: ClassVar[str] = "exec"
 
 
 @_record
@@ -121,13 +127,8 @@ class Outfeed(Step):
 
 
 @_record
-class Collective(KernelStep):
+class Collective(_OpStep):
     kind: ClassVar[str] = "collective"
-    layout: ClassVar[tuple] = ("name", "slots", "slots", "params")
-    op: str
-    ins: tuple
-    outs: tuple
-    params: dict
 
 
 @_record

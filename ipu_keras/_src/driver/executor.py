@@ -134,6 +134,16 @@ def run(fn, args=(), kwargs=None):
     return function(dense)
 
 
+def host_tensor(value):
+    """A result of the device as a tensor made on the host: on the CPU even inside an eager
+    `ipu_scope`, whose tf.device names the IPU, a device TensorFlow itself has not (None
+    and operations pass through)."""
+    if value is None or isinstance(value, tf.Operation):
+        return value
+    with tf.device("/device:CPU:0"):
+        return tf.convert_to_tensor(value)
+
+
 def last_compiled():
     """The most recently compiled function (for reports), or None."""
     return _LAST[0] if _LAST else None
