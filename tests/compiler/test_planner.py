@@ -1,4 +1,5 @@
 """The matmul/conv/gather planner: choices under availableMemoryProportion and partialsType."""
+import dataclasses
 import math
 
 import numpy as np
@@ -86,7 +87,7 @@ def test_impossible_proportion_falls_back_to_least_memory_plan_with_a_warning():
     with pytest.warns(UserWarning, match="no plan whose temporary memory fits"):
         plan = choose_plan(BIG, PlanOptions(0.001), target, where="dense_1")
     assert not plan.fits
-    _, _, temp, *_ = planner._evaluate(BIG, PlanOptions(0.001), target, target.tiles_per_ipu)
+    _, temp, *_ = planner._evaluate(BIG, PlanOptions(0.001), target, target.tiles_per_ipu)
     assert plan.temp_bytes == temp.min()
 
 
@@ -166,3 +167,58 @@ def test_embedding_gather_is_planned_next_to_its_table():
     assert plan.tiles == tiles.variables[0].tiles and plan.supersteps == 2
     out_per_tile = tiles.values[rows.id].per_tile
     assert plan.receive_bytes == 32 * 4 + out_per_tile * 4  # indices + the rows it gets
+
+
+def test_a_large_product_takes_2d_blocks_cheaper_than_any_flat_chunk():
+    """Poplar tutorial 4's first product (900x600 @ 600x300 float) on a Mk2: a flat chunk
+    of a few whole rows needs every column of B for its depth slice and splits k many
+    ways; a 2-d block of the output needs only its rows of A and columns of B, and its
+    AMP passes see a longer field. The planner keeps the cheaper, and it is a block."""
+    target = get_target("ipu2")
+    problem = Problem(1, 900, 600, 300, "float32", 4)
+    plan = choose_plan(problem, PlanOptions(), target)
+    rows, cols = plan.block
+    assert 1 < rows < 900 and 1 < cols < 300
+    c, temp, receive, _, _, _, cycles, _ = planner._evaluate(
+        problem, PlanOptions(), target, target.tiles_per_ipu)
+    fits = temp <= 0.6 * target.bytes_per_tile
+    flat = c.aligned & fits
+    assert plan.cycles < cycles[flat].min()
+    assert plan.receive_bytes < receive[flat][np.argmin(cycles[flat])]
+    # The product's elements are shared out linearly over the plan's tiles (each owner
+    # gathers its elements' partials), so the output mapping stays one range per tile.
+    assert plan.per_tile == math.ceil(900 * 300 / plan.tiles)
+    # The block's tiles together cover the output once per slice of k.
+    across, down = -(-300 // cols), -(-900 // rows)
+    assert plan.tiles == across * down * plan.k_split
+
+
+def test_weight_update_convolutions_pay_poplins_rearrangements():
+    """poplin copies a weight-update convolution's input, output gradients and result into
+    and out of its plan's layout (`addTransformCycleEstimate`): each tile copies its share
+    at 4 bytes a cycle for float, x 5 / 4, and receives it over the exchange, in one
+    superstep before the products and one after."""
+    common = dict(strides=(1, 1), dilations=(1, 1), padding=((0, 0), (0, 0)))
+    _, eqn = _conv("conv_filter_grad", [(8, 13, 13, 32), (8, 11, 11, 64)],
+                   filter_shape=(3, 3, 32, 64), **common)
+    problem = problem_of(eqn)
+    assert problem.rearranged == ("a", "b", "out")
+    plain = dataclasses.replace(problem, rearranged=())
+    target = get_target("ipu2")
+    c, _, receive, compute, exchange, steps, cycles, _ = planner._evaluate(
+        problem, PlanOptions(), target, target.tiles_per_ipu)
+    _, _, receive0, compute0, exchange0, steps0, cycles0, _ = planner._evaluate(
+        plain, PlanOptions(), target, target.tiles_per_ipu)
+    i = int(np.argmin(cycles))
+    used = int(c.used[i])
+    before = math.ceil(8 * 13 * 13 * 32 * 4 / used) + math.ceil(8 * 11 * 11 * 64 * 4 / used)
+    after = math.ceil(3 * 3 * 32 * 64 * 4 / used)
+    copy = sum(cost.VERTEX_OVERHEAD_CYCLES + math.ceil(b * 5 / (4 * 4)) for b in (before, after))
+    moved = sum(cost.exchange_cycles(b, target) for b in (before, after))
+    assert compute[i] - compute0[i] == copy
+    assert exchange[i] - exchange0[i] == moved
+    assert steps[i] - steps0[i] == 2
+    assert receive[i] - receive0[i] == before + after
+    assert cycles[i] - cycles0[i] == copy + moved + 2 * target.internal_sync_cycles
+    _, forward = _conv("conv", [(8, 13, 13, 32), (3, 3, 32, 64)], **common)
+    assert problem_of(forward).rearranged == ()

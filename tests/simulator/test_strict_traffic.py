@@ -121,3 +121,17 @@ def test_matmul_charges_follow_the_output_mapping(tiles):
             # less AMP work (8 tiles, the weight gradient: 1824 bytes vs 1764, 1375 cycles
             # vs 1658 for the best plan without a k split).
             assert r.k_split < 0 or r.k_split <= r.modelled
+
+
+def test_2d_block_plans_are_measured_as_they_run():
+    """At 16 tiles the weight gradient (40 x 24 @ 24 x 24) takes a 2-d block plan: a tile
+    receives its block's rows of A and columns of B for its depth slice, then its owned
+    elements' partials from the block's tiles. Strict mode replays that way from the
+    executable's block shape; the charge must cover it."""
+    engine, _, _ = _report("matmuls", 16)
+    blocks = [t for b in engine.executable.blocks for t in b.tiles.steps if t.block_rows]
+    assert blocks
+    planned = [r for r in engine.report() if r.op == "matmul" and r.k_split >= 0]
+    assert len(planned) >= len(blocks)
+    for r in planned:
+        assert 0 < r.k_split <= r.modelled

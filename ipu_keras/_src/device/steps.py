@@ -25,7 +25,7 @@ In `executable.json` a block is an object with those six names; a step is a list
 kind then its fields in order (`["exec", op, ins, outs, params]`); a profile row is
 `[op, layer, cycles in CYCLE_KINDS order, sub-blocks, IPU]`, a source `[node, layer]`, a
 tile mapping `[slot or variable, start, tiles, per_tile]` and a step's traffic
-`[received, source, k_split, partial_bytes]`. `blocks_from_data` rebuilds the records
+`[received, source, k_split, partial_bytes, block_rows, block_cols]`. `blocks_from_data` rebuilds the records
 and distrusts the structure: a field of the wrong type, a slot, variable, feed or block
 out of range, a list of the wrong length raises `Malformed`, which the loader reports as
 an `ExecutableFormatError`.
@@ -238,12 +238,20 @@ class TileMapping:
 @_record
 class StepTraffic:
     """A step's bytes received by its busiest tile as the cost model charges them, its
-    source, and for a matmul plan that splits k, `k_split` and its partials' bytes."""
+    source, and for a matmul plan that splits k or cuts 2-d blocks, `k_split`, its
+    partials' bytes and its blocks' rows and columns (0 for flat chunks)."""
 
     received: int
     source: str
     k_split: int = 1
     partial_bytes: int = 0
+    block_rows: int = 0
+    block_cols: int = 0
+
+    @property
+    def planned(self):
+        """Whether strict mode measures the step as its plan runs it."""
+        return self.k_split > 1 or self.block_rows > 0
 
 
 @_record
@@ -256,8 +264,8 @@ class TileFacts:
 
     def to_data(self):
         return {"slots": [_mapping_data(m) for m in self.slots],
-                "steps": [[int(t.received), t.source, int(t.k_split), int(t.partial_bytes)]
-                          for t in self.steps],
+                "steps": [[int(t.received), t.source, int(t.k_split), int(t.partial_bytes),
+                           int(t.block_rows), int(t.block_cols)] for t in self.steps],
                 "variables": [_mapping_data(m) for m in self.variables]}
 
 
@@ -439,12 +447,10 @@ def _mapping(data, stop, where):
 
 
 def _traffic(data, where):
-    received, source, k_split, partial_bytes = _list(
-        data, "a step's traffic of 4 elements", where, 4)
-    _expect(all(_is_int(v) for v in (received, k_split, partial_bytes))
-            and isinstance(source, str), "[received, source, k_split, partial_bytes]",
-            where, data)
-    return StepTraffic(int(received), source, int(k_split), int(partial_bytes))
+    received, source, *counts = _list(data, "a step's traffic of 6 elements", where, 6)
+    _expect(all(_is_int(v) for v in [received, *counts]) and isinstance(source, str),
+            "[received, source, k_split, partial_bytes, block_rows, block_cols]", where, data)
+    return StepTraffic(int(received), source, *(int(v) for v in counts))
 
 
 def _tile_facts(data, bounds, steps, where):

@@ -367,8 +367,11 @@ def _conv_filter_grad_problem(in_types, out, params):
     cg, o = out.shape[-2:]
     groups = x.shape[-1] // cg
     m, k, n = math.prod(out.shape[:-1]), dy.size // o, o // groups
+    # A weight-update convolution: poplin copies its input, its output gradients and its
+    # result into and out of the plan's layout (the planner's `_rearrangements`).
     return dict(groups=groups, m=m, k=k, n=n, dtype=x.dtype, out_itemsize=out.itemsize,
-                a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
+                a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True,
+                rearranged=("a", "b", "out"))
 
 
 # -- strict tile rule "conv": batch and channels element for element, spatial axes whole

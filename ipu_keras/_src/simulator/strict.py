@@ -23,9 +23,11 @@ tile): `report()` lists both per step, and which steps ran a rule that is not
 tile-local ("fallback": every tile needs every operand element). Two steps may also
 receive partial results instead of operand elements: a reduction (each tile holding
 inputs of an owned element reduces them first) and a matmul whose plan splits the
-contracted axis over `k` tiles (the executable says so): a tile then receives its
-chunk's operand rows and columns for its depth slice only, and `k - 1` partials per
-element it owns. `StepReport.measured` is the least of these ways.
+contracted axis over `k` tiles or cuts 2-d blocks (the executable says so): a tile then
+receives its block's operand rows and columns for its depth slice only (a flat chunk's
+block is the `k` tiles' owned ranges together), and the partials of the elements it
+owns from the tiles of their block that are not itself. `StepReport.measured` is the
+least of these ways.
 
 Kernels run over whole-shaped buffers (only the kept slice is trusted), so numpy takes
 the same code paths as in the vectorised run. The mode costs two kernel runs per tile
@@ -167,6 +169,7 @@ class _TileCheck:
 
     def __init__(self, op, params, report, in_maps, out_maps, num_tiles, traffic=None):
         self.kernel = get_op(op).kernel
+        self.traffic = traffic
         self.k_split = traffic.k_split if traffic is not None else 1
         self.partial_bytes = traffic.partial_bytes if traffic is not None else PARTIAL_BYTES
         self.reduces = get_op(op).mapping == "reduce"
@@ -194,7 +197,7 @@ class _TileCheck:
         assembled = [np.empty_like(f) for f in flat]
         received, busy = np.zeros(self.num_tiles, np.int64), 0
         partials = np.zeros(self.num_tiles, np.int64) if self.reduces else None
-        k_split = np.zeros(self.num_tiles, np.int64) if self._splits_k() else None
+        k_split = np.zeros(self.num_tiles, np.int64) if self._planned() else None
         for t in range(self.num_tiles):
             ranges = [(int(lo[t]), int(hi[t])) for lo, hi in owned]
             if all(lo == hi for lo, hi in ranges):
@@ -288,32 +291,61 @@ class _TileCheck:
                 total += len(tiles - {t}) * PARTIAL_BYTES
         return total
 
-    def _splits_k(self):
-        return (self.report.rule == "matmul" and self.k_split > 1
-                and self.out_maps[0] is not None)
+    def _planned(self):
+        return (self.report.rule == "matmul" and self.traffic is not None
+                and self.traffic.planned and self.out_maps[0] is not None)
 
     def _k_split(self, args, out_shapes, t):
-        """Bytes tile `t` receives when the plan splits k: the operand rows and columns
-        of its chunk (the `k` tiles' owned ranges together) for its depth slice, less
-        what it holds, then `k - 1` partials per owned element from the other slices."""
+        """Bytes tile `t` receives as the plan runs the product (`_planned`): the operand
+        rows and columns of its block for its depth slice, less what it holds, then the
+        partials of the elements it owns from the other tiles of their blocks."""
         k, start, _, per_tile = self.k_split, *self.out_maps[0]
         size = int(np.prod(out_shapes[0], dtype=np.int64))
         i = (t - start) % self.num_tiles
-        lo, hi = (i // k) * k * per_tile, min(size, (i // k + 1) * k * per_tile)
-        coords = np.unravel_index(np.arange(lo, hi), out_shapes[0])
-        masks = tile_rules.needed_masks("matmul", self.op, args, out_shapes, self.params, 0,
-                                        coords)
+        block = self._block_elements(i // k, size, out_shapes[0], per_tile)
         axes = tile_rules.contracted_axes(self.params, [a.ndim for a in args])
         depth = args[0].shape[axes[0]]
         step = -(-depth // k)
         slices = -(-depth // step)
-        for mask, axis in zip(masks, axes):
-            keep = np.zeros(mask.shape[axis], bool)
-            keep[(i % k) * step:(i % k + 1) * step] = True
-            mask &= keep.reshape([-1 if a == axis else 1 for a in range(mask.ndim)])
-        owned = max(0, min(size, (i + 1) * per_tile) - i * per_tile)
-        return (self._received(args, masks, t)
-                + owned * (slices - 1) * self.partial_bytes)
+        operands = 0
+        if block.size and i % k < slices:
+            coords = np.unravel_index(block, out_shapes[0])
+            masks = tile_rules.needed_masks("matmul", self.op, args, out_shapes, self.params,
+                                            0, coords)
+            for mask, axis in zip(masks, axes):
+                keep = np.zeros(mask.shape[axis], bool)
+                keep[(i % k) * step:(i % k + 1) * step] = True
+                mask &= keep.reshape([-1 if a == axis else 1 for a in range(mask.ndim)])
+            operands = self._received(args, masks, t)
+        owned = np.arange(i * per_tile, min(size, (i + 1) * per_tile))
+        blocks = self._block_of(owned, size, out_shapes[0], per_tile)
+        mine = (blocks == i // k) & (i % k < slices)
+        return operands + int(np.sum(slices - mine)) * self.partial_bytes
+
+    def _grid(self, shape):
+        """(rows, cols, block rows, block cols, blocks across) of a 2-d block plan."""
+        cols = int(shape[-1]) if shape else 1
+        rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+        br, bc = self.traffic.block_rows, self.traffic.block_cols
+        return rows, cols, br, bc, -(-cols // bc)
+
+    def _block_elements(self, b, size, shape, per_tile):
+        """Flat output elements of block `b`: a flat chunk's `k` owned ranges together, or
+        a 2-d block's rows and columns."""
+        if not self.traffic.block_rows:
+            chunk = self.k_split * per_tile
+            return np.arange(b * chunk, min(size, (b + 1) * chunk))
+        rows, cols, br, bc, across = self._grid(shape)
+        r = np.arange(b // across * br, min(rows, (b // across + 1) * br))
+        c = np.arange(b % across * bc, min(cols, (b % across + 1) * bc))
+        return (r[:, None] * cols + c[None, :]).reshape(-1)
+
+    def _block_of(self, elements, size, shape, per_tile):
+        """The block each flat output element belongs to."""
+        if not self.traffic.block_rows:
+            return elements // (self.k_split * per_tile)
+        rows, cols, br, bc, across = self._grid(shape)
+        return elements // cols // br * across + elements % cols // bc
 
     def _compute(self, t, args, masks, ranges, flat, assembled):
         """Tile `t` runs the kernel on what it holds, under both poisons."""

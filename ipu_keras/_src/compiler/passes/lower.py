@@ -19,8 +19,9 @@ sub-blocks); the engine does not read it. `sources` gives each step's `Source`
 And it keeps `tiles`, the `TileFacts` the strict tile mode (`simulator/strict.py`) checks:
 `slots`, a `TileMapping` for every value the block defines; `steps`, per step a
 `StepTraffic`: the bytes the busiest tile receives as the cost model charges it, its
-source and, for a matmul plan that splits k, `k_split` and `partial_bytes` (the strict
-mode measures such a step as the plan runs it); block 0 adds `variables`, a
+source and, for a matmul plan that splits k or cuts 2-d blocks, `k_split`,
+`partial_bytes` and the blocks' shape (the strict mode measures such a step as the plan
+runs it); block 0 adds `variables`, a
 `TileMapping` per variable.
 """
 import dataclasses
@@ -95,9 +96,9 @@ class _Lowering:
                 received = plan.receive_bytes if plan is not None else (
                     0 if role in _CONTROL else
                     traffic.received_bytes(eqn, self.map).max(initial=0))
-                if getattr(plan, "kind", "") == "matmul" and plan.k_split > 1:
+                if getattr(plan, "kind", "") == "matmul" and (plan.k_split > 1 or plan.block):
                     steps.append(StepTraffic(int(received), str(eqn.source), plan.k_split,
-                                             plan.partial_bytes))
+                                             plan.partial_bytes, *(plan.block or (0, 0))))
                 else:
                     steps.append(StepTraffic(int(received), str(eqn.source)))
         mapped = [(v, self.map.values.get(v.id)) for v in values]

@@ -5,24 +5,28 @@ registered with mapping "matmul") is described as a `Problem`: `groups` independ
 products of an `m x k` by a `k x n` matrix (batch for matmuls, conv groups for
 convolutions; for a convolution `m` is the field, batch x output positions, `k` is
 kernel volume x input channels and `n` the output channels). A candidate `Plan` cuts
-the product's output, in flat order, into chunks (see "candidates" below) and splits
-k: each tile receives the operand rows and columns of its chunk for its slice of k
-(the operand copies), multiplies them on the AMP into partials, and when k is split
-the partials are exchanged and reduced in a second superstep, after which each tile
-owns a contiguous `per_tile` range of the output: the output's linear mapping IS the
-plan's partition, so what a tile is charged is what its output range needs. A plan may
-also split a chunk's columns into serial passes that reuse the same temporaries (Poplar's
+the product's output into blocks, flat chunks of consecutive elements or 2-d blocks of
+rows x columns (see "candidates" below), and splits k: each tile receives the operand
+rows and columns of its block for its slice of k (the operand copies), multiplies them
+on the AMP into partials, and when k is split (or the blocks are 2-d) the partials are
+exchanged and reduced in a second superstep, after which each tile owns a contiguous
+`per_tile` range of the output: the output's linear mapping is what the plan leaves,
+so what a tile is charged is what its output range needs. A plan may also split a
+block's columns into serial passes that reuse the same temporaries (Poplar's
 serial splits): less memory, more cycles. For every candidate we
 compute, from the target only:
 
 * temporary memory per tile: operand copies + partials (+ received partials when k
-  is split; the two phases do not overlap, so it is the larger of the two);
+  is split; the two phases do not overlap, so it is the larger of the two), plus the
+  copies of operands that poplin rearranges (`Problem.rearranged`);
 * cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`; per serial
   pass, the busiest tile's AMP vertex (`cost.amp_vertex_cycles`, poplin's estimate: its
   block's depth and channels rounded up to whole input x output channel groups at the
   target's rate for the input dtype and partials type, per-pass supervisor overheads,
   weight loads and the workers' pipeline fill; the vector path when that is cheaper);
-  reduction exchange and vector adds; one sync per superstep (`device/cost.py`).
+  reduction exchange and vector adds; the rearrangement copies and their exchange
+  (`_rearrangements`, poplin's transform estimate); one sync per superstep
+  (`device/cost.py`).
   So a plan whose blocks fill the AMP's channel groups can beat one that moves fewer
   bytes: the planner minimises cycles, not traffic.
 
@@ -109,6 +113,7 @@ class Problem:
     a_grouped: bool = True
     b_grouped: bool = True
     grouped_cols: bool = False    # convolutions: groups lie in the output's channel axis
+    rearranged: tuple = ()        # of "a", "b", "out": copied into the plan's layout
 
     @property
     def out_size(self):
@@ -118,6 +123,15 @@ class Problem:
     @property
     def macs(self):
         return self.groups * self.m * self.k * self.n
+
+    def distinct_elements(self, operand):
+        """Elements of operand "a", "b" or "out" as tensors (not im2col matrices)."""
+        g, m, k, n = self.groups, self.m, self.k, self.n
+        if operand == "a":
+            return math.ceil((g if self.a_grouped else 1) * m * k * self.a_scale)
+        if operand == "b":
+            return math.ceil((g if self.b_grouped else 1) * k * n * self.b_scale)
+        return self.out_size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +152,7 @@ class Plan:
     start: int = 0            # first tile, set when the plan is placed
     per_tile: int = 0         # product output elements each tile owns in the end
     partial_bytes: int = 4    # bytes of one partial sum
+    block: tuple = ()         # (rows, cols) of a 2-d block plan's blocks; () for flat chunks
 
     @property
     def k_split(self):
@@ -195,13 +210,47 @@ def _work_amount(eqn):
 #
 # The product's output is a row-major [rows, cols] matrix: [groups * m, n] for matmuls
 # (groups outermost), [m, groups * n] for convolutions (groups in the channel axis). A
-# plan cuts it, in flat order, into chunks of `chunk` consecutive elements; each chunk is
-# computed by `k` tiles, one per slice of the contracted axis, and then reduced so that
-# each of those tiles owns `per_tile = ceil(chunk / k)` consecutive elements. The output
-# mapping is therefore the plain linear `Mapping(start, ceil(size / per_tile), per_tile)`
-# and every tile's operands follow from its chunk: the rows and columns the chunk
-# touches (`_touched`), whole for the tile's depth slice. `serial` passes split a
-# chunk's columns to reuse the same temporaries.
+# candidate cuts it into blocks, each computed by `k` tiles, one per slice of the
+# contracted axis, in `serial` passes over the block's columns. There are two kinds:
+#
+# * flat chunks: `chunk` consecutive elements in flat order (whole rows, or pieces of a
+#   row). The `k` tiles of a chunk then each own `per_tile = ceil(chunk / k)` consecutive
+#   elements of it: the output's linear mapping IS the partition, and a tile receives
+#   `k - 1` partials per element it owns.
+# * 2-d blocks of `block = (rows, cols)`, as poplin cuts a product's output over its
+#   field and output channels: a tile's operands are its block's rows and columns for
+#   its depth slice, so a square-ish block needs far fewer operand bytes than a flat
+#   chunk of as many elements, and its AMP passes see a longer field. The output keeps
+#   its linear mapping (`per_tile = ceil(size / tiles used)` each): the reduction
+#   superstep gathers each owned element's `k` partials (with no k split, its one
+#   result) from the block's tiles, as poplin's plan cost counts the reduction and the
+#   output's transform exchange.
+#
+# `_Blocks` holds one array per fact over all candidates of both kinds.
+
+
+@dataclasses.dataclass
+class _Blocks:
+    """Candidates as arrays: `chunk` outputs per block (its `k` tiles together), the
+    rows, columns and groups of the output a block touches, the splits, the tiles
+    used, the elements each tile owns in the end, and `aligned` (flat chunks: the
+    tile owns part of its own block)."""
+
+    chunk: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    groups: np.ndarray
+    k: np.ndarray
+    serial: np.ndarray
+    used: np.ndarray
+    owned: np.ndarray
+    aligned: np.ndarray
+    block: np.ndarray         # [candidates, 2]: (rows, cols) of a 2-d block, else (0, 0)
+
+    @classmethod
+    def concat(cls, a, b):
+        return cls(*(np.concatenate([getattr(a, f.name), getattr(b, f.name)])
+                     for f in dataclasses.fields(cls)))
 
 
 def _split_values(size, tiles):
@@ -226,25 +275,65 @@ def _layout(problem):
     return g * m, n, m, n
 
 
-def _chunks(problem, tiles):
-    """Candidate chunk sizes: whole-row blocks and pieces of a row."""
-    rows, cols, _, _ = _layout(problem)
-    row_blocks = _ceil(rows, _split_values(rows, tiles)) * cols
-    pieces = _ceil(cols, _split_values(cols, tiles))
-    return np.unique(np.concatenate([row_blocks, pieces]))
+def _serial_values(cols):
+    return np.array([s for s in (1 << i for i in range(MAX_SERIAL_SPLITS.bit_length()))
+                     if s <= max(1, cols)], np.int64)
 
 
-def _candidates(problem, tiles):
-    """Arrays of (chunk, k, serial) with at most `tiles` tiles used."""
+def _flat_candidates(problem, tiles):
+    """Flat chunks: whole-row blocks and pieces of a row, by k split and serial passes."""
     rows, cols, _, _ = _layout(problem)
-    serial = [s for s in (1 << i for i in range(MAX_SERIAL_SPLITS.bit_length()))
-              if s <= max(1, cols)]
-    grids = np.meshgrid(_chunks(problem, tiles), _split_values(problem.k, tiles),
-                        np.array(serial), indexing="ij")
+    chunks = np.unique(np.concatenate([_ceil(rows, _split_values(rows, tiles)) * cols,
+                                       _ceil(cols, _split_values(cols, tiles))]))
+    grids = np.meshgrid(chunks, _split_values(problem.k, tiles), _serial_values(cols),
+                        indexing="ij")
     chunk, sk, ss = (g.ravel() for g in grids)
     used = _ceil(rows * cols, chunk) * sk
     keep = (used <= tiles) & (ss <= np.minimum(chunk, cols))
-    return chunk[keep], sk[keep], ss[keep]
+    chunk, sk, ss, used = chunk[keep], sk[keep], ss[keep], used[keep]
+    # The k tiles of a chunk each own ceil(chunk / k) of its outputs (`Plan.per_tile`), so
+    # together they cover that many times k: the chunk the operands are needed for.
+    chunk = _ceil(chunk, sk) * sk
+    rt, ct, gt = _touched(problem, chunk)
+    zeros = np.zeros((chunk.size, 2), np.int64)
+    return _Blocks(chunk, rt, ct, gt, sk, ss, used, chunk // sk,
+                   np.ones(chunk.size, bool), zeros)
+
+
+def _block_candidates(problem, tiles):
+    """2-d blocks narrower than a row and taller than one: for each column width, k
+    split and serial split, the shortest block (and twice it) that fits the tiles."""
+    rows, cols, m, n = _layout(problem)
+    if rows < 2 or cols < 2:
+        return None
+    grids = np.meshgrid(_split_values(cols, tiles)[:-1], _split_values(problem.k, tiles),
+                        _serial_values(cols), np.array([1, 2], np.int64), indexing="ij")
+    bc, sk, ss, stretch = (g.ravel() for g in grids)
+    bc = np.minimum(bc, cols - 1)
+    across = _ceil(cols, bc)
+    down = tiles // (across * sk)
+    br = np.minimum(rows, _ceil(rows, np.maximum(1, down)) * stretch)
+    keep = (down >= 1) & (br >= 2) & (ss <= bc)
+    br, bc, sk, ss, across = br[keep], bc[keep], sk[keep], ss[keep], across[keep]
+    if not br.size:
+        return None
+    used = _ceil(rows, br) * across * sk
+    # A block starts at a multiple of its size: the groups it touches follow as for
+    # flat chunks, along the axis that holds the groups.
+    if problem.grouped_cols:
+        gt = _ceil(n - np.gcd(bc, n) + bc, n)
+    else:
+        gt = _ceil(m - np.gcd(br, m) + br, m)
+    gt = np.minimum(problem.groups, np.maximum(1, gt))
+    return _Blocks(br * bc, br, bc, gt, sk, ss, used, _ceil(rows * cols, used),
+                   np.zeros(br.size, bool), np.stack([br, bc], axis=1))
+
+
+def _candidates(problem, tiles):
+    """`_Blocks` of every candidate with at most `tiles` tiles used."""
+    flat = _flat_candidates(problem, tiles)
+    blocks = _block_candidates(problem, tiles)
+    return flat if blocks is None else _Blocks.concat(flat, blocks)
 
 
 def _ceil(a, b):
@@ -252,8 +341,9 @@ def _ceil(a, b):
 
 
 def _touched(problem, chunk):
-    """Most (rows, cols, groups) of the output matrix one chunk touches. Chunks start at
-    multiples of `chunk`, so their offset in a row is a multiple of gcd(chunk, cols)."""
+    """Most (rows, cols, groups) of the output matrix one flat chunk touches. Chunks
+    start at multiples of `chunk`, so their offset in a row is a multiple of
+    gcd(chunk, cols)."""
     rows, cols, m, n = _layout(problem)
     offset = cols - np.gcd(chunk, cols)
     rt = np.minimum(rows, _ceil(offset + chunk, cols))
@@ -266,9 +356,9 @@ def _touched(problem, chunk):
     return rt, ct, np.minimum(problem.groups, np.maximum(1, gt))
 
 
-def _operand_elements(problem, chunk, depth, ss):
-    """Elements of A (once) and of B (per serial pass) one tile needs."""
-    rt, ct, gt = _touched(problem, chunk)
+def _operand_elements(problem, c, depth):
+    """Elements of A (once) and of B (per serial pass) one tile of candidates `c` needs."""
+    rt, ct, gt, ss = c.rows, c.cols, c.groups, c.serial
     if problem.grouped_cols:
         a = rt * gt * depth                                  # field rows x their groups
         b = _ceil(ct, ss) * depth
@@ -286,42 +376,78 @@ def partial_bytes(problem, options):
 
 
 def _evaluate(problem, options, target, tiles):
-    """Arrays over candidates: (splits, used tiles, temporaries, receive, cycle parts)."""
-    chunk, sk, ss = _candidates(problem, tiles)
-    # The k tiles of a chunk each own ceil(chunk / k) of its outputs (`Plan.per_tile`), so
-    # together they cover that many times k: the chunk the operands are needed for.
-    chunk = _ceil(chunk, sk) * sk
-    rows, cols, _, _ = _layout(problem)
+    """(candidates, temporaries, receive, compute, exchange, supersteps, cycles, whether
+    a second superstep gathers partials), arrays over the candidates."""
+    c = _candidates(problem, tiles)
+    sk, ss = c.k, c.serial
     depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
     pbytes = partial_bytes(problem, options)
-    a_el, b_el = _operand_elements(problem, chunk, depth, ss)
+    a_el, b_el = _operand_elements(problem, c, depth)
     a_bytes, b_bytes = a_el * item, b_el * item
-    used = _ceil(rows * cols, chunk) * sk
     reduce = sk > 1
-    per_pass = _ceil(chunk, ss)
-    partials = np.where(reduce | (pbytes != problem.out_itemsize), per_pass * pbytes, 0)
-    owned = _ceil(chunk, sk)
-    recv_partials = np.where(reduce, owned * (sk - 1) * pbytes, 0)
+    gather = reduce | ~c.aligned
+    per_pass = _ceil(c.chunk, ss)
+    partials = np.where(gather | (pbytes != problem.out_itemsize), per_pass * pbytes, 0)
+    # An owner receives its elements' partials from the block's k tiles: all of them for
+    # a 2-d block, all but its own for a flat chunk.
+    recv_partials = np.where(gather, c.owned * (sk - c.aligned) * pbytes, 0)
     temp = np.maximum(a_bytes + b_bytes + partials, partials + _ceil(recv_partials, ss))
-    pass_cycles = _amp_pass_cycles(problem, options, chunk, per_pass, depth, ss, target)
+    pass_cycles = _amp_pass_cycles(problem, options, c, per_pass, depth, target)
     pass_cycles = pass_cycles + np.where(reduce, cost_model.vector_cycles(
-        _ceil(owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
+        _ceil(c.owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
     exchange = plan_exchange_cycles(a_bytes + ss * b_bytes, recv_partials, ss, target)
-    supersteps = ss * np.where(reduce, 2, 1)
+    supersteps = ss * np.where(gather, 2, 1)
     compute = ss * pass_cycles
+    moved, copy, steps = _rearrangements(problem, c.used, target)
+    temp = temp + moved
+    compute, exchange, supersteps = compute + copy[0], exchange + copy[1], supersteps + steps
     cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
-    return (chunk, sk, ss), used, temp, a_bytes + ss * b_bytes + recv_partials, compute, \
-        exchange, supersteps, cycles, reduce
+    return c, temp, a_bytes + ss * b_bytes + recv_partials + moved, compute, exchange, \
+        supersteps, cycles, gather
 
 
-def _amp_pass_cycles(problem, options, chunk, per_pass, depth, ss, target):
+REARRANGE_COPY_FACTOR = {True: (5, 4), False: (5, 3)}
+"""Published (poplin `ConvModel.cpp`, `getScaleFactorForTransform`): Graphcore's
+correction of a rearrangement copy's bytes-per-cycle estimate (bytes x 5 / 4 when the
+channels divide the type's copy granularity, 2 float or 4 half, else x 5 / 3)."""
+
+
+def _rearrangements(problem, used, target):
+    """(bytes each tile receives, [copy cycles, exchange cycles], supersteps) of copying
+    the operands and output `problem.rearranged` names into or out of the plan's layout,
+    over the plan's `used` tiles: poplin's transform estimate (`addTransformCycleEstimate`
+    in `ConvModel.cpp`: a weight-update convolution always rearranges its input, its
+    weights and its output; each tile copies its share at the lesser of the memcpy rate and
+    one element per cycle, corrected by `REARRANGE_COPY_FACTOR`, and receives it over the
+    exchange). The operands' copies share one superstep before the products, the output's
+    one after; each pays a vertex's launch and an exchange's latency, as every step does."""
+    zeros = np.zeros_like(used)
+    if not problem.rearranged:
+        return zeros, [zeros, zeros], zeros
+    item = np.dtype(problem.dtype).itemsize
+    granule = 2 if item == 4 else 4
+    num, den = REARRANGE_COPY_FACTOR[problem.n % granule == 0]
+    rate = min(target.memcpy_bytes_per_cycle, item)
+    moved, copy, exchange, steps = zeros, zeros, zeros, zeros
+    for phase in (("a", "b"), ("out",)):
+        nbytes = sum(_ceil(problem.distinct_elements(x) * item, used)
+                     for x in phase if x in problem.rearranged)
+        if isinstance(nbytes, int):
+            continue
+        moved = moved + nbytes
+        copy = copy + cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(nbytes * num, rate * den)
+        exchange = exchange + cost_model.exchange_cycles(nbytes, target)
+        steps = steps + 1
+    return moved, [copy, exchange], steps
+
+
+def _amp_pass_cycles(problem, options, c, per_pass, depth, target):
     """Cycles of one serial pass's AMP vertex on a tile: its output block as (conv
     groups, positions, channels per group), contracting `depth` (`cost.amp_vertex_cycles`
     rounds channels up to the AMP's groups)."""
-    rt, ct, gt = _touched(problem, chunk)
-    cols = np.maximum(1, _ceil(ct, ss))
+    cols = np.maximum(1, _ceil(c.cols, c.serial))
     if problem.grouped_cols or problem.b_grouped:
-        groups = np.where(problem.grouped_cols, _ceil(cols, problem.n), gt)
+        groups = np.where(problem.grouped_cols, _ceil(cols, problem.n), c.groups)
         groups = np.minimum(groups, problem.groups)
     else:
         groups = np.ones_like(cols)
@@ -354,7 +480,7 @@ def choose_plan(problem, options, target, kind="matmul", where="matmul"):
 @functools.lru_cache(maxsize=512)
 def _choose_cached(problem, options, target, kind):
     tiles = target.tiles_per_ipu
-    splits, used, temp, receive, compute, exchange, steps, cycles, reduce = _evaluate(
+    c, temp, receive, compute, exchange, steps, cycles, gather = _evaluate(
         problem, options, target, tiles)
     budget = options.available_memory_proportion * target.bytes_per_tile
     fits = temp <= budget
@@ -370,13 +496,13 @@ def _choose_cached(problem, options, target, kind):
             f"({int(temp[index])} bytes per tile). Received: {problem.groups} x "
             f"({problem.m} x {problem.k}) @ ({problem.k} x {problem.n}) {problem.dtype}, "
             f"{tiles} tiles of {target.bytes_per_tile} bytes.")
-    plan = Plan(kind, tuple(int(s[index]) for s in splits), int(used[index]),
-                int(temp[index]), int(receive[index]), int(compute[index]),
-                int(exchange[index]), int(steps[index]), int(cycles[index]),
-                bool(fits[index]),
-                ("amp", "reduce_partials") if reduce[index] else ("amp",),
-                per_tile=int(_ceil(splits[0][index], splits[1][index])),
-                partial_bytes=partial_bytes(problem, options))
+    plan = Plan(kind, (int(c.chunk[index]), int(c.k[index]), int(c.serial[index])),
+                int(c.used[index]), int(temp[index]), int(receive[index]),
+                int(compute[index]), int(exchange[index]), int(steps[index]),
+                int(cycles[index]), bool(fits[index]),
+                ("amp", "reduce_partials") if c.k[index] > 1 else ("amp",),
+                per_tile=int(c.owned[index]), partial_bytes=partial_bytes(problem, options),
+                block=tuple(int(b) for b in c.block[index]) if not c.aligned[index] else ())
     return plan, warning
 
 
