@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import compile_graph
-from ipu_keras._src.compiler.passes import planner
+from ipu_keras._src.compiler.passes import plan_blocks, planner
 from ipu_keras._src.compiler.passes.planner import PlanOptions, Problem, choose_plan, problem_of
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.errors import ConfigurationError
@@ -222,3 +222,17 @@ def test_weight_update_convolutions_pay_poplins_rearrangements():
     assert cycles[i] - cycles0[i] == copy + moved + 2 * target.internal_sync_cycles
     _, forward = _conv("conv", [(8, 13, 13, 32), (3, 3, 32, 64)], **common)
     assert problem_of(forward).rearranged == ()
+
+
+def test_a_k_split_wider_than_the_output_holds_no_padded_partials():
+    """[2, 50176] @ [50176, 32]: the best plans split k far more ways than the 64
+    outputs; a tile then holds partials of its slice of those 64 outputs, never of
+    padding past them (a chunk of 784 "elements" once gave every tile 3 KB of them)."""
+    problem = Problem(1, 2, 50176, 32, "float32", 4)
+    target = get_target("ipu2")
+    c = plan_blocks.candidates(problem, target.tiles_per_ipu)
+    assert c.chunk.max() <= 64 and (c.owned * c.k >= c.chunk)[c.aligned].all()
+    plan = choose_plan(problem, PlanOptions(), target)
+    depth = math.ceil(50176 / plan.k_split)
+    operands = (2 + 32) * depth * 4
+    assert plan.k_split > 64 and plan.temp_bytes <= operands + 64 * 4

@@ -100,11 +100,13 @@ def _flat_candidates(problem, tiles):
     keep = (used <= tiles) & (ss <= np.minimum(chunk, cols))
     chunk, sk, ss, used = chunk[keep], sk[keep], ss[keep], used[keep]
     # The k tiles of a chunk each own ceil(chunk / k) of its outputs (`Plan.per_tile`), so
-    # together they cover that many times k: the chunk the operands are needed for.
-    chunk = ceil_div(chunk, sk) * sk
+    # together they cover that many times k: the chunk the operands are needed for. A
+    # single chunk never holds more than the output (a k split wider than the output
+    # leaves some of its tiles owning nothing, not partials of elements that don't exist).
+    chunk = np.minimum(ceil_div(chunk, sk) * sk, rows * cols)
     rt, ct, gt = _touched(problem, chunk)
     zeros = np.zeros((chunk.size, 2), np.int64)
-    return Blocks(chunk, rt, ct, gt, sk, ss, used, chunk // sk,
+    return Blocks(chunk, rt, ct, gt, sk, ss, used, ceil_div(chunk, sk),
                    np.ones(chunk.size, bool), zeros)
 
 
