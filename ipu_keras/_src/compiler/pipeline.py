@@ -54,7 +54,8 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     Args:
         graph: The IR graph.
         target: The simulated device.
-        compile_ipu_code: Count code and vertex state in tile memory.
+        compile_ipu_code: Count code (vertex, control, exchange) in tile memory; vertex
+            state counts either way, as in Poplar.
         matmul_options: `IPUConfig.matmuls.poplar_options` (dict of strings) or None.
         conv_options: `IPUConfig.convolutions.poplar_options` or None.
         allow_oom: Defer an out-of-memory error to run time; None reads

@@ -1,11 +1,18 @@
 """Liveness and the memory plan: bytes per tile and per category, always-live or not.
 
 Always-live (for the whole program): variables, constants, stream buffers (one
-element of each host stream on the tiles it lands on or leaves from) and, when
-`compile_ipu_code` is on, code: vertex code (per distinct vertex type on a tile),
-vertex state (per vertex), control code (per program step, on every tile) and
-exchange code (per exchange phase, on each receiving tile); an outlined function's body
-shared by several calls is counted once (`walk_once`).
+element of each host stream on the tiles it lands on or leaves from), vertex state (per
+vertex) and, when `compile_ipu_code` is on, code: vertex code (per distinct vertex type
+on a tile), control code (per program step, on every tile) and exchange code (per
+exchange phase, on each receiving tile); an outlined function's body shared by several
+calls is counted once (`walk_once`). Vertex state is data, not code: Poplar counts it
+whether or not the code is compiled. Graphcore's tut4 profile of an IPU Model that does
+not compile code (github.com/graphcore/examples @ 3cc8f81,
+tutorials/tutorials/poplar/tut4_profiling/screenshots: PopVision_GA_memory.png shows
+0 B of control, vertex and exchange code; PopVision_GA_liveness.png lists
+`vertexInstanceState` 271 kB and `vertexFieldData` 222 kB among the always-live
+variables of the tutorial's report, whose summary counts 16,877 vertices: about 16 bytes
+of instance state each, as `VERTEX_STATE_BYTES`).
 
 Not-always-live ("temporaries"): every other value, live from the step that defines
 it to its last use (views such as `reshape` share their source's memory), plus what
@@ -36,7 +43,8 @@ tables; AMP vertices unroll their inner loops)."""
 DEFAULT_VERTEX_CODE_BYTES = 800
 """Estimate for vertex types not listed in `VERTEX_CODE_BYTES`."""
 VERTEX_STATE_BYTES = 16
-"""Estimate: fixed bytes of state per vertex (its header and worker partition)."""
+"""Fixed bytes of state per vertex (its header and worker partition): tut4's report
+(module docstring) has 271 kB of `vertexInstanceState` for 16,877 vertices, about 16."""
 EDGE_STATE_BYTES = 8
 """Estimate: bytes of vertex state per operand or result (a 4-byte pointer and size)."""
 CONTROL_CODE_BYTES_PER_STEP = 32
@@ -175,11 +183,10 @@ def live_ranges(graph, tile_map):
 
 
 def _code(graph, live, compile_ipu_code):
-    """The code categories (vertex code and state, control code, exchange code)."""
+    """The code categories (vertex code and state, control code, exchange code); without
+    `compile_ipu_code` only the vertex state."""
     n = live.n
     out = {k: np.zeros(n, np.int64) for k in CODE_CATEGORIES}
-    if not compile_ipu_code:
-        return out
     vertex_types = {}
     steps = 0
     for eqn in walk_once(graph):
@@ -192,6 +199,9 @@ def _code(graph, live, compile_ipu_code):
         for tiles, kind, edges in _vertices(eqn, live):
             out["vertex_state"][tiles] += VERTEX_STATE_BYTES + EDGE_STATE_BYTES * edges
             vertex_types.setdefault(kind, np.zeros(n, bool))[tiles] = True
+    if not compile_ipu_code:     # vertex state is data: it stays (module docstring)
+        return {k: v if k == "vertex_state" else np.zeros(n, np.int64)
+                for k, v in out.items()}
     for kind, present in vertex_types.items():
         size = VERTEX_CODE_BYTES.get(kind.split(":")[0], DEFAULT_VERTEX_CODE_BYTES)
         out["vertex_code"] += present * size
