@@ -1,0 +1,235 @@
+"""Workloads of the memory cases (`test_memory_fit.py`): Graphcore's published programs
+rebuilt with ipu_keras, compiled (not run) for one simulated Mk2 IPU.
+
+Each workload returns the executable's memory summary (`Executable.memory`: bytes per
+tile, `total_bytes`, `max_tile_bytes`...) or None when the compiler raises
+`OutOfTileMemoryError`, i.e. when the program does not fit. Only the compile is needed:
+Poplar decides whether a program fits at compile time too. Variables are created
+outside the traced function, as TensorFlow requires, and read by it.
+"""
+import numpy as np
+
+MK2_TILES = 1472
+
+
+def configure(code=True, proportion=None):
+    """One Mk2 IPU (1472 tiles); `code`: `ipu_model.compile_ipu_code` (hardware always
+    holds its code); `proportion`: availableMemoryProportion of matmuls and convs."""
+    import ipu_keras as ipu
+
+    cfg = ipu.config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    cfg.ipu_model.compile_ipu_code = code
+    cfg.ipu_model.tiles_per_ipu = MK2_TILES
+    if proportion is not None:
+        options = {"availableMemoryProportion": str(proportion)}
+        cfg.matmuls.poplar_options = options
+        cfg.convolutions.poplar_options = options
+    cfg.configure_ipu_system()
+
+
+def compile_only(fn, args=()):
+    """Trace `fn(*args)` on the IPU and compile it: its memory summary, None if it does
+    not fit."""
+    import ipu_keras as ipu
+    from ipu_keras._src.driver.compile import compile_for_ipu
+    from ipu_keras._src.tracer import trace
+    from ipu_keras.errors import OutOfTileMemoryError
+
+    with ipu.scopes.ipu_scope("/device:IPU:0"):
+        traced = trace(fn, args)
+        try:
+            return compile_for_ipu(traced.graph).memory
+        except OutOfTileMemoryError:
+            return None
+
+
+# -- Poplar tutorial 4 (poplin matMul of variables mapped linearly) -----------------------
+
+
+def two_matmuls(m1, m2, m3, code=True):
+    """tut4's program: m4 = m1 @ m2, m5 = m4 @ m3, float32 variables of these shapes."""
+    import tensorflow as tf
+
+    configure(code=code)
+    a, b, c = (tf.Variable(tf.zeros(s, tf.float32)) for s in (m1, m2, m3))
+    return compile_only(lambda: tf.matmul(tf.matmul(a, b), c))
+
+
+# -- graphcore/tensorflow size tests ---------------------------------------------------
+
+
+def _sgd_step(loss_fn, variables, train, dtype):
+    """`loss_fn`'s value, after one SGD step of rate 0.01 on `variables` if `train`."""
+    import tensorflow as tf
+
+    def step(x, y):
+        if not train:
+            return loss_fn(x, y)
+        with tf.GradientTape() as tape:
+            loss = loss_fn(x, y)
+        for v, g in zip(variables, tape.gradient(loss, variables)):
+            v.assign_sub(tf.cast(0.01, dtype) * g)
+        return loss
+    return step
+
+
+def three_dense_layers(batch, train):
+    """MatMulSizeTest (size_speed_tests/matmul_size_test.py): float16 x[batch, 50176]
+    through dense layers of 32, 64, 64 units (xw_plus_b, relu), softmax cross-entropy;
+    IPU Model of 1472 tiles without code; `train`: one GradientDescent step."""
+    import tensorflow as tf
+
+    configure(code=False)
+    f16 = tf.float16
+    layers = []
+    for fan_in, units in ((112 * 112 * 4, 32), (32, 64), (64, 64)):
+        w = tf.Variable(tf.cast(tf.random.truncated_normal((fan_in, units), stddev=0.01), f16))
+        layers.append((w, tf.Variable(tf.zeros((units,), f16))))
+
+    def loss_fn(x, y):
+        for w, b in layers:
+            x = tf.nn.relu(tf.matmul(x, w) + b)
+        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(
+            labels=tf.stop_gradient(y), logits=x))
+
+    step = _sgd_step(loss_fn, [v for layer in layers for v in layer], train, f16)
+    x = np.zeros((batch, 112 * 112 * 4), np.float16)
+    return compile_only(step, (x, np.zeros((batch, 64), np.float16)))
+
+
+class _Variables:
+    """Variables made on the first (eager) pass and handed out again, in the same order,
+    on every later pass (the traced one)."""
+
+    def __init__(self, dtype):
+        self.dtype, self.made, self.next = dtype, [], 0
+
+    def __call__(self, shape, stddev=0.1, zero=False):
+        import tensorflow as tf
+
+        if self.next == len(self.made):
+            value = (tf.zeros(shape, self.dtype) if zero else
+                     tf.cast(tf.random.truncated_normal(shape, stddev=stddev), self.dtype))
+            self.made.append(tf.Variable(value))
+        self.next += 1
+        return self.made[self.next - 1]
+
+    def rewind(self, fn):
+        def rewound(*args):
+            self.next = 0
+            return fn(*args)
+        return rewound
+
+
+def resnet18_no_batchnorm(train):
+    """Resnet18_No_Batchnorm (size_speed_tests/resnet_size_test.py), float16, batch 1,
+    224x224x4: conv 7x7/2 (64) + relu, max pool 3/2, one block of two residual units of
+    two 3x3 convs (64), global max pool, dense 1000, softmax cross-entropy; IPU Model of
+    1472 tiles without code; `train`: one GradientDescent step."""
+    import tensorflow as tf
+
+    configure(code=False)
+    var = _Variables(tf.float16)
+
+    def conv(x, k, stride, out):
+        w = var([k, k, x.shape[-1], out])
+        return tf.nn.conv2d(x, w, [1, stride, stride, 1], "SAME") + var([out], zero=True)
+
+    def inference(x):
+        x = tf.nn.max_pool2d(tf.nn.relu(conv(x, 7, 2, 64)), 3, 2, "SAME")
+        for _ in range(2):
+            x = tf.nn.relu(conv(tf.nn.relu(conv(x, 3, 1, 64)), 3, 1, 64) + x)
+        x = tf.nn.max_pool2d(x, [x.shape[1], x.shape[2]], 1, "VALID")
+        x = tf.reshape(x, [x.shape[0], x.shape[3]])
+        return tf.matmul(x, var([64, 1000], 0.01)) + var([1000], zero=True)
+
+    def loss_fn(x, y):
+        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(
+            labels=tf.stop_gradient(y), logits=inference(x)))
+
+    x, y = np.zeros((1, 224, 224, 4), np.float16), np.zeros((1, 1000), np.float16)
+    inference(x)   # makes the variables
+    return compile_only(var.rewind(_sgd_step(loss_fn, var.made, train, tf.float16)), (x, y))
+
+
+def serialized_matmul():
+    """MatMulSizeTest.testSerializedMatmul: x[30522, 768] + concat of six outlined
+    float16 matmuls y[5087, 128] @ z[128, 768]; IPU Model of 1472 tiles without code."""
+    import tensorflow as tf
+
+    from ipu_keras.ops.functional_ops import outlined_function
+
+    configure(code=False)
+    rows, inner, outer = 30522, 768, 128
+
+    def model(x, y, z):
+        @outlined_function
+        def product(lhs, rhs):
+            return tf.matmul(lhs, rhs)
+        part = rows // 6
+        return x + tf.concat([product(y[i * part:(i + 1) * part], z) for i in range(6)], 0)
+
+    shapes = ((rows, inner), (rows, outer), (outer, inner))
+    return compile_only(model, [np.ones(s, np.float16) for s in shapes])
+
+
+# -- Keras models ----------------------------------------------------------------------
+
+
+def mnist_cnn_training(batch=64):
+    """Graphcore's Keras tutorial CNN, one SGD step of `batch` images through `fit` (the
+    public path: an out-of-memory error would come out of `fit`)."""
+    import keras
+
+    import ipu_keras as ipu
+    from ipu_keras import profiling
+    from ipu_keras.errors import OutOfTileMemoryError
+
+    configure(code=True)
+    x = np.zeros((batch, 28, 28, 1), np.float32)
+    y = np.eye(10, dtype=np.float32)[np.zeros(batch, int)]
+    with ipu.ipu_strategy.IPUStrategy().scope():
+        keras.utils.set_random_seed(1)
+        model = keras.Sequential([
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(64, 3, activation="relu"), keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(), keras.layers.Dropout(0.5),
+            keras.layers.Dense(10, activation="softmax")])
+        model.compile("sgd", "categorical_crossentropy", steps_per_execution=1)
+        try:
+            model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
+        except OutOfTileMemoryError:
+            return None
+    return profiling.last_report().memory
+
+
+def resnext50_inference(batch, proportion):
+    """torchvision's resnext50_32x4d (ResNeXt-50, 32 groups of width 4) in float32 for
+    inference on 224x224x3 images, built with Keras layers; code compiled (hardware)."""
+    import keras
+
+    configure(code=True, proportion=proportion)
+    layers = keras.layers
+    x = inputs = keras.Input((224, 224, 3))
+    x = layers.Conv2D(64, 7, 2, padding="same", use_bias=False)(x)
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    x = layers.MaxPooling2D(3, 2, padding="same")(x)
+    for stage, (units, planes) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
+        width = planes * 2    # 32 groups x (4 x planes / 64) channels
+        for unit in range(units):
+            stride = 2 if unit == 0 and stage > 0 else 1
+            y = layers.ReLU()(layers.BatchNormalization()(
+                layers.Conv2D(width, 1, use_bias=False)(x)))
+            y = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(
+                width, 3, stride, padding="same", groups=32, use_bias=False)(y)))
+            y = layers.BatchNormalization()(layers.Conv2D(planes * 4, 1, use_bias=False)(y))
+            if unit == 0:
+                x = layers.BatchNormalization()(
+                    layers.Conv2D(planes * 4, 1, stride, use_bias=False)(x))
+            x = layers.ReLU()(layers.Add()([y, x]))
+    outputs = layers.Dense(1000)(layers.GlobalAveragePooling2D()(x))
+    model = keras.Model(inputs, outputs)
+    return compile_only(lambda images: model(images, training=False),
+                        (np.zeros((batch, 224, 224, 3), np.float32),))
