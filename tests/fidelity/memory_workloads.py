@@ -2,8 +2,8 @@
 rebuilt with ipu_keras, compiled (not run) for one simulated Mk2 IPU.
 
 Each workload returns the executable's memory summary (`Executable.memory`: bytes per
-tile, `total_bytes`, `max_tile_bytes`...) or None when the compiler raises
-`OutOfTileMemoryError`, i.e. when the program does not fit. Only the compile is needed:
+tile, `total_bytes`, `max_tile_bytes`...) or, when the compiler raises
+`OutOfTileMemoryError` (the program does not fit), the error's figures (`out_of_memory`). Only the compile is needed:
 Poplar decides whether a program fits at compile time too. Variables are created
 outside the traced function, as TensorFlow requires, and read by it.
 """
@@ -28,9 +28,15 @@ def configure(code=True, proportion=None):
     cfg.configure_ipu_system()
 
 
+def out_of_memory(error):
+    """The figures of an `OutOfTileMemoryError`, in the memory summary's names."""
+    return {"out_of_memory": {"tile": error.tile, "bytes_used": error.bytes_used},
+            "max_tile_bytes": error.bytes_used, "total_bytes": None}
+
+
 def compile_only(fn, args=()):
-    """Trace `fn(*args)` on the IPU and compile it: its memory summary, None if it does
-    not fit."""
+    """Trace `fn(*args)` on the IPU and compile it: its memory summary, or the
+    out-of-memory error's figures."""
     import ipu_keras as ipu
     from ipu_keras._src.driver.compile import compile_for_ipu
     from ipu_keras._src.tracer import trace
@@ -40,8 +46,8 @@ def compile_only(fn, args=()):
         traced = trace(fn, args)
         try:
             return compile_for_ipu(traced.graph).memory
-        except OutOfTileMemoryError:
-            return None
+        except OutOfTileMemoryError as error:
+            return out_of_memory(error)
 
 
 # -- Poplar tutorial 4 (poplin matMul of variables mapped linearly) -----------------------
@@ -200,8 +206,8 @@ def mnist_cnn_training(batch=64):
         model.compile("sgd", "categorical_crossentropy", steps_per_execution=1)
         try:
             model.fit(x, y, batch_size=batch, epochs=1, verbose=0)
-        except OutOfTileMemoryError:
-            return None
+        except OutOfTileMemoryError as error:
+            return out_of_memory(error)
     return profiling.last_report().memory
 
 
