@@ -12,19 +12,21 @@ import numpy as np
 MK2_TILES = 1472
 
 
-def configure(code=True, proportion=None):
+def configure(code=True, proportion=None, partials="float"):
     """One Mk2 IPU (1472 tiles); `code`: `ipu_model.compile_ipu_code` (hardware always
-    holds its code); `proportion`: availableMemoryProportion of matmuls and convs."""
+    holds its code); `proportion` and `partials`: availableMemoryProportion and
+    partialsType of matmuls and convs."""
     import ipu_keras as ipu
 
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = 1
     cfg.ipu_model.compile_ipu_code = code
     cfg.ipu_model.tiles_per_ipu = MK2_TILES
+    options = {"partialsType": partials}
     if proportion is not None:
-        options = {"availableMemoryProportion": str(proportion)}
-        cfg.matmuls.poplar_options = options
-        cfg.convolutions.poplar_options = options
+        options["availableMemoryProportion"] = str(proportion)
+    cfg.matmuls.poplar_options = options
+    cfg.convolutions.poplar_options = options
     cfg.configure_ipu_system()
 
 
@@ -239,3 +241,46 @@ def resnext50_inference(batch, proportion):
     model = keras.Model(inputs, outputs)
     return compile_only(lambda images: model(images, training=False),
                         (np.zeros((batch, 224, 224, 3), np.float32),))
+
+
+def _half_resnet50(proportion):
+    """Keras's ResNet50 in float16 (weights and compute), half partials, code compiled."""
+    import keras
+
+    configure(code=True, proportion=proportion, partials="half")
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float16")
+    try:
+        return keras.applications.ResNet50(weights=None)
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+
+
+def resnet50_half_inference(batch, proportion):
+    """ResNet-50 in float16 for inference on `batch` 224x224x3 images."""
+    model = _half_resnet50(proportion)
+    return compile_only(lambda images: model(images, training=False),
+                        (np.zeros((batch, 224, 224, 3), np.float16),))
+
+
+def resnet50_half_training(batch, proportion):
+    """One step of ResNet-50 in float16 on `batch` images: cross-entropy, SGD with
+    momentum 0.9 (a float16 momentum per weight), every activation kept for the
+    backward pass (no recomputation)."""
+    import tensorflow as tf
+
+    model = _half_resnet50(proportion)
+    weights = model.trainable_variables
+    momenta = [tf.Variable(tf.zeros_like(w)) for w in weights]
+
+    def step(images, labels):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                labels, model(images, training=True)))
+        for w, m, g in zip(weights, momenta, tape.gradient(loss, weights)):
+            m.assign(tf.cast(0.9, m.dtype) * m + tf.cast(g, m.dtype))
+            w.assign_sub(tf.cast(0.01, w.dtype) * m)
+        return loss
+
+    return compile_only(step, (np.zeros((batch, 224, 224, 3), np.float16),
+                               np.zeros((batch,), np.int32)))
