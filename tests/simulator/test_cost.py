@@ -142,8 +142,33 @@ def test_an_inter_ipu_copy_pays_the_link_an_exchange_and_an_external_sync():
     assert exe.target["num_ipus"] == 2
     rows = {row.op: list(row.cycles.values()) for row in exe.blocks[0].profile}
     copy = rows["ipu_copy"]
-    link = cost.IPU_LINK_LATENCY_CYCLES + math.ceil(4096 / 320e9 * 1.33e9)
+    # IPUs 0 and 1 are partners: six links of 16 GB/s each way join them.
+    link = cost.IPU_LINK_LATENCY_CYCLES + math.ceil(4096 / (6 * 16e9) * 1.33e9)
     # 1024 floats land on 4 destination tiles: 1024 bytes each over the exchange.
     assert copy[1] == link + cost.EXCHANGE_LATENCY_CYCLES + 1024 // 4
     assert copy[2] == target.external_sync_cycles
     assert rows["neg"][2] == target.internal_sync_cycles
+
+
+def test_a_transfer_between_ipus_uses_the_links_that_join_them():
+    """An IPU-M2000's two pairs: six links join partners, two the pairs' neighbours, each
+    link 16 GB/s each way (ten links both ways are the published 320 GB/s); Mk1's card
+    is not described link by link, so a transfer there may use all its links."""
+    mk2 = get_target("ipu2", num_ipus=4)
+    assert cost.link_bytes_per_second(mk2, 0, 1) == cost.link_bytes_per_second(mk2, 3, 2) == 96e9
+    assert cost.link_bytes_per_second(mk2, 1, 3) == cost.link_bytes_per_second(mk2, 0, 2) == 32e9
+    assert 10 * 2 * mk2.ipu_link_bytes_per_second / (2 * mk2.ipu_links) == 320e9
+    mk1 = get_target("ipu1", num_ipus=2)
+    assert cost.link_bytes_per_second(mk1, 0, 1) == mk1.ipu_link_bytes_per_second
+    nbytes = 1 << 20
+    pair = cost.ipu_link_cycles(nbytes, mk2, 0, 1)
+    rail = cost.ipu_link_cycles(nbytes, mk2, 1, 3)
+    assert rail - cost.IPU_LINK_LATENCY_CYCLES == math.ceil(nbytes / 32e9 * mk2.clock_hz)
+    assert pair - cost.IPU_LINK_LATENCY_CYCLES == math.ceil(nbytes / 96e9 * mk2.clock_hz)
+    # A ring of two replicas stays within a pair; a ring of four also crosses the rail,
+    # and each of its steps waits for that slower hop.
+    sync = mk2.external_sync_cycles
+    assert cost.all_reduce_cycles(nbytes, 2, mk2) == 2 * (
+        cost.ipu_link_cycles(nbytes // 2, mk2, 0, 1) + sync)
+    assert cost.all_reduce_cycles(nbytes, 4, mk2) == 6 * (
+        cost.ipu_link_cycles(nbytes // 4, mk2, 1, 2) + sync)

@@ -39,9 +39,10 @@ The model, per compute set (a superstep: sync, exchange, compute):
   one copy compute set for its arguments into the shared body's inputs and one for its
   results out (each on its busiest tile, with a sync); its body's cycles are the body
   block's, counted once per call.
-* an inter-IPU copy: its bytes over the IPU-Links of one IPU
-  (`ipu_link_bytes_per_second` at `clock_hz`) plus `IPU_LINK_LATENCY_CYCLES`, on top of
-  the exchange that lands them on the destination tiles and an external sync.
+* an inter-IPU copy: its bytes over the IPU-Links that join its two IPUs
+  (`link_bytes_per_second`: a pair's six links, the rail's two, one direction) plus
+  `IPU_LINK_LATENCY_CYCLES`, on top of the exchange that lands them on the destination
+  tiles and an external sync.
 """
 import math
 
@@ -247,17 +248,33 @@ def all_reduce_cycles(nbytes, replicas, target):
 
     A ring reduce-scatter then all-gather: 2 (R - 1) steps, each moving 1/R of the
     tensor to the next replica over the IPU-Links and synchronising every IPU (an
-    external sync); nothing when there is one replica."""
+    external sync); nothing when there is one replica. Replica r runs on IPU r: two
+    replicas are partners, a longer ring also crosses between pairs, and every step
+    waits for its slowest hop."""
     if replicas <= 1 or nbytes <= 0:
         return 0
     steps = 2 * (replicas - 1)
     chunk = math.ceil(nbytes / replicas)
-    return steps * (ipu_link_cycles(chunk, target) + sync_cycles(target, external=True))
+    hop = (0, 1) if replicas == 2 else (1, 2)
+    return steps * (ipu_link_cycles(chunk, target, *hop)
+                    + sync_cycles(target, external=True))
 
 
-def ipu_link_cycles(nbytes, target):
-    """Cycles to move `nbytes` from one IPU to another over its IPU-Links."""
+def link_bytes_per_second(target, source, destination):
+    """One direction's IPU-Link bandwidth from IPU `source` to IPU `destination`: the
+    links that join them (`targets.py`), or every link of the IPU when the target does
+    not say how they are wired."""
+    if not target.ipu_pair_links or not target.ipu_links:
+        return target.ipu_link_bytes_per_second
+    per_link = target.ipu_link_bytes_per_second / (2 * target.ipu_links)
+    partners = source // 2 == destination // 2
+    return per_link * (target.ipu_pair_links if partners else target.ipu_rail_links)
+
+
+def ipu_link_cycles(nbytes, target, source=0, destination=1):
+    """Cycles to move `nbytes` from IPU `source` to IPU `destination` over the
+    IPU-Links that join them."""
     if nbytes <= 0:
         return 0
-    return IPU_LINK_LATENCY_CYCLES + math.ceil(
-        nbytes / target.ipu_link_bytes_per_second * target.clock_hz)
+    rate = link_bytes_per_second(target, source, destination)
+    return IPU_LINK_LATENCY_CYCLES + math.ceil(nbytes / rate * target.clock_hz)

@@ -39,6 +39,14 @@ every figure that is derived or estimated says so next to it:
   second one (0: no such stage). Bow: assumed the same as Mk2 (same gateway design).
 * IPU-Links: aggregate per IPU. Mk1: 3 x 64 GB/s = 192 GB/s on a C2 card. Mk2: 10
   links, 320 GB/s total (published). Bow: assumed the same as Mk2 (same links).
+  A transfer between two IPUs uses only the links that join them. In an IPU-M2000 (the
+  block diagram of Graphcore's IPU-M2000 BMC User Guide, as vengineer.hatenablog.com
+  reproduces it on 2023-01-23) the four IPUs form two pairs; the IPUs of a pair are
+  joined by six links whose physical layer is PCIe Gen4 x8 (16 GB/s each way: ten such
+  links, both ways, are the published 320 GB/s), and each IPU has two links to the rear
+  connectors for other machines, which leaves two to the other pair's IPU beside it
+  (the ladder's rail). `ipu_pair_links` and `ipu_rail_links` hold those counts (0: a
+  transfer may use every link, as modelled for Mk1's C2 card).
 * Bow's memory bank size is not published: assumed the same as Mk2 (16 KiB), as the
   Bow IPU reuses the Mk2 processor die.
 
@@ -83,6 +91,8 @@ _STANDARD = {
         ipu_stream_out_bytes_per_second=30.0e9 / 8,
         ipu_link_bytes_per_second=320e9,
         ipu_links=10,
+        ipu_pair_links=6,
+        ipu_rail_links=2,
     ),
     "ipu21": dict(
         tiles_per_ipu=1472,
@@ -96,6 +106,8 @@ _STANDARD = {
         ipu_stream_out_bytes_per_second=30.0e9 / 8,
         ipu_link_bytes_per_second=320e9,
         ipu_links=10,
+        ipu_pair_links=6,
+        ipu_rail_links=2,
     ),
 }
 
@@ -125,6 +137,9 @@ class Target:
             `ipu_stream_bytes_per_second`).
         ipu_link_bytes_per_second: Aggregate IPU-Link bandwidth of one IPU.
         ipu_links: Number of IPU-Links on one IPU.
+        ipu_pair_links: IPU-Links joining an IPU to its partner in its machine (IPUs
+            2i and 2i + 1; 0: a transfer may use all `ipu_links`).
+        ipu_rail_links: IPU-Links joining an IPU to the other pair's IPU beside it.
         num_ipus: IPUs in the device.
         workers_per_tile: Hardware worker contexts per tile.
         exchange_bytes_per_cycle: Bytes one tile can receive per cycle in an
@@ -157,6 +172,8 @@ class Target:
     host_link_out_bytes_per_second: float = 0.0
     ipu_stream_bytes_per_second: float = 0.0
     ipu_stream_out_bytes_per_second: float = 0.0
+    ipu_pair_links: int = 0
+    ipu_rail_links: int = 0
 
     def __post_init__(self):
         # Own a private copy, so the frozen target cannot change under its users.

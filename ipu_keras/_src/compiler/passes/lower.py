@@ -194,7 +194,9 @@ class _Lowering:
             supersteps = max(supersteps, work.steps)
         external = self._spans_ipus(mapping.start, mapping.tiles) if mapping else False
         if opdef.role == "link_copy":   # over the IPU-Links, then onto the destination tiles
-            exchange += cost_model.ipu_link_cycles(eqn.inputs[0].type.nbytes, target)
+            exchange += cost_model.ipu_link_cycles(
+                eqn.inputs[0].type.nbytes, target, eqn.params["source_ipu"],
+                eqn.params["destination_ipu"])
             external = True
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
 
