@@ -1,9 +1,9 @@
 """The cycle model against Graphcore's published figures: prints one row per case.
 
-The cases, their sources and their conversions to cycles on one Mk2 IPU live in
-`tests/fidelity/test_published.py` (`CASES`); this script runs them all and prints
-case, estimate, published, estimate/published, whether the case is independent of the
-model's own inputs, and the source.
+The cases, their sources and their conversions to cycles on the IPU measured (one Mk2
+unless a case says otherwise) live in `tests/fidelity/test_published.py` (`CASES`); this
+script runs them all and prints case, estimate, published, estimate/published, whether
+the case is independent of the model's own inputs, and the source.
 
     python bench/fidelity.py [--fast]     # --fast skips the cases marked slow
 """
