@@ -31,10 +31,10 @@ The model, per compute set (a superstep: sync, exchange, compute):
   receives / `exchange_bytes_per_cycle` plus `EXCHANGE_LATENCY_CYCLES`.
 * a sync costs `internal_sync_cycles` within one IPU, `external_sync_cycles` when
   the superstep spans IPUs or involves the host (stream copies).
-* host I/O: a stream's bytes through the stages of its path (`targets.py`): the host's
-  link, which the replicas of one device share (a stream copy moves every replica's
-  bytes over it), and each IPU's own stage into its tiles; the stages overlap, so the
-  copy takes as long as the slower of them.
+* host I/O: a stream copy's fixed `STREAM_COPY_CYCLES`, then its bytes through the
+  stages of its path (`targets.py`): the host's link, which the replicas of one device
+  share (a stream copy moves every replica's bytes over it), and each IPU's own stage
+  into its tiles; the stages overlap, so the bytes take as long as the slower of them.
 * a call of an outlined function: `CALL_OVERHEAD_CYCLES` for the call and return, then
   one copy compute set for its arguments into the shared body's inputs and one for its
   results out (each on its busiest tile, with a sync); its body's cycles are the body
@@ -69,6 +69,19 @@ elementwise op's inner loop, one for the operation and two for its loads and sto
 
 TRANSCENDENTAL_CYCLES = 8
 """Estimate: vector-instruction equivalents of one exp/log/tanh-class element."""
+
+STREAM_COPY_CYCLES = 155 + 1_513 + 87
+"""Measured: what one host stream copy costs on the hardware beyond its bytes. Graphcore's
+lightweight-profiling tutorial (graphcore/examples@3cc8f81,
+`tutorials/tutorials/popvision/lightweight_profiling/README.md`, 'Example 3: I/O') prints
+the cycles of each phase of every stream copy of a run, read on the IPU: the run's first
+copy, 4 bytes the host had ready, took 155 cycles in `StreamCopyBegin`, 1,513 in
+`StreamCopyMid` (the transfer) and 87 in `StreamCopyEnd`. Every other 4-byte copy of that
+trace spends 1,491 to 1,771 cycles in its Mid phase, so the transfer's latency, not its
+bytes, sets it. Begin and End grow without bound when the host is late (about 80,000
+cycles each when a host callback supplies the data): not charged, as an infeed's elements
+are prefetched. The tutorial does not name its machine (an SDK 2 system, so a Mk2 or Bow in
+an IPU-Machine); a Mk1 C2 card pays the same, for want of a figure of its own."""
 
 EXCHANGE_LATENCY_CYCLES = 30
 """Estimate: fixed cost of one exchange phase (programming the exchange, first word)."""
@@ -223,8 +236,8 @@ def call_cycles(copies, target):
 
 def host_io_cycles(nbytes, target, replicas=1, out=False):
     """Cycles to stream `nbytes` to each of `replicas` replicas (`out`: from them to the
-    host): the slower of the host's link, carrying every replica's bytes, and each IPU's
-    own stage, carrying its own (`targets.py`)."""
+    host): the copy's `STREAM_COPY_CYCLES`, then the slower of the host's link, carrying
+    every replica's bytes, and each IPU's own stage, carrying its own (`targets.py`)."""
     if nbytes <= 0:
         return 0
     host = target.host_link_bytes_per_second
@@ -235,7 +248,7 @@ def host_io_cycles(nbytes, target, replicas=1, out=False):
     seconds = replicas * nbytes / host
     if ipu:
         seconds = max(seconds, nbytes / ipu)
-    return math.ceil(seconds * target.clock_hz)
+    return STREAM_COPY_CYCLES + math.ceil(seconds * target.clock_hz)
 
 
 def sync_cycles(target, external=False):
