@@ -218,17 +218,19 @@ KERAS = EX + ":tutorials/tutorials/tensorflow2/keras/README.md"
 LBM = "thorbenlouw/lbm-graphcore@df670f6"
 LWP = EX + ":tutorials/tutorials/popvision/lightweight_profiling/README.md"
 TUT6_DEVICE_CYCLES = 3_801.8 + 8_697.4 + 0.0 + 1_134.8
-"""tut6's device cycles: the summary lines that partition a run. The README says 'Total
-cycles' is compute + exchange + sync + host I/O, yet its IPUModel lines leave 4,581.2 of the
-6,681,766 cycles in no line, and its hardware run of the same program 22.6 million, which the
-README puts down to `StreamCopyBegin` (the host preparing I/O). A stream copy is a
-Begin/Mid/End triplet and every run starts with two more that pick the program (LWP,
-'Example 3: I/O'); the host exchange line counts the transfers only. Where a run has no such
-phases the lines add up to 'Total cycles' exactly: the IPUModel and hardware summaries of
-LBM's `experiments/halo-exchange-approaches/results.txt` (e.g. 12,000.0 + 5,682.0 + 3,328.0 =
-21,010) and `experiments/gaussian-blur-scaling/exchange-vs-compute.txt` (Poplar of 2020). So
-the unattributed cycles are host I/O, which this case leaves out, and the device part is the
-sum of compute, exchange and sync."""
+"""tut6's device cycles: the summary lines that measure the device's own work. The README
+says 'Total cycles' is compute + exchange + sync + host I/O, yet its IPUModel lines leave
+4,581.2 of the 6,681,766 cycles in no line, and its hardware run of the same program 22.6
+million, which the README puts down to `StreamCopyBegin` (the host preparing I/O). A stream
+copy is a Begin/Mid/End triplet, and every run starts with two more that pick the program
+(LWP, 'Example 3: I/O'); the three copies of tut6 and those two are the only steps its
+device program does not itself contain. The lines are meant to partition a run: in LBM's
+summaries they add up to 'Total cycles' to the cycle, IPUModel runs without host I/O
+(`experiments/halo-exchange-approaches/results.txt`, e.g. 12,000.0 + 5,682.0 + 3,328.0 =
+21,010) and hardware runs with it under the Poplar of 2020
+(`experiments/gaussian-blur-scaling/exchange-vs-compute.txt`). So the rest of tut6's total
+is host I/O, which this case leaves out, and the device part is the sum of compute,
+exchange and sync."""
 
 TUT4 = EX + ":tutorials/tutorials/poplar/tut4_profiling"
 PEAK = TS + ":notebooks/IPU Peak Flops.ipynb (cell 16)"
