@@ -80,8 +80,8 @@ copy, 4 bytes the host had ready, took 155 cycles in `StreamCopyBegin`, 1,513 in
 trace spends 1,491 to 1,771 cycles in its Mid phase, so the transfer's latency, not its
 bytes, sets it. Begin and End grow without bound when the host is late (about 80,000
 cycles each when a host callback supplies the data): not charged, as an infeed's elements
-are prefetched. The tutorial does not name its machine (an SDK 2 system, so a Mk2 or Bow in
-an IPU-Machine); a Mk1 C2 card pays the same, for want of a figure of its own."""
+are prefetched. The tutorial (of 2022) does not name its machine, by its date a Mk2 or Bow
+IPU-Machine; a Mk1 C2 card pays the same, for want of a figure of its own."""
 
 EXCHANGE_LATENCY_CYCLES = 30
 """Estimate: fixed cost of one exchange phase (programming the exchange, first word)."""
