@@ -289,7 +289,7 @@ def _blur_case(image, height, width, dtype, seconds, band=CLOSE, why="", slow=Fa
         f"input, on one IPU of a 16-IPU Mk1 server, timed by `poplar::cycleCount` on tile 0: "
         f"{seconds} s per 200 iterations (mean of 5 runs, divided by the tile clock, 1.6 GHz) "
         f"-> cycles per iteration. Ours: a 'same' tf.nn.conv2d in loops.repeat(200) on the "
-        f"'ipu1' target, device cycles per iteration (loop counter included). " + why,
+        f"'ipu1' target, device cycles per iteration (loop counters included). " + why,
         band=band, slow=slow)
 
 
