@@ -9,9 +9,11 @@ operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 copies and calls to the host (host embeddings) and, in the main block, for the program's arguments and results (a compiled
 function's inputs stream in from the host, its outputs back: profile row
 "host_transfer"). Reductions take one superstep to reduce in place and one per stage
-of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. An
-outlined function's calls share one body block (`Call` steps, `outline.py`), each call
-charged its overhead and argument and result copies (`cost.call_cycles`). Each
+of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. A
+counted loop's condition and dead counters cost nothing, as it runs as a Poplar Repeat
+(`repeat.py`). An outlined function's calls share one body block (`Call` steps,
+`outline.py`), each call charged its overhead and argument and result copies
+(`cost.call_cycles`). Each
 block (a `device/steps.Block` of typed steps) also keeps a `profile` for reports: a
 `ProfileRow` per costed or control-flow step (op, Keras layer, its cycles, its
 sub-blocks); the engine does not read it. `sources` gives each step's `Source`
@@ -29,6 +31,7 @@ import math
 
 from ipu_keras._src.compiler.passes import traffic
 from ipu_keras._src.compiler.passes.outline import body_key, is_outlined
+from ipu_keras._src.compiler.passes.repeat import repeat_free
 from ipu_keras.errors import ReplicationError
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.device import cost as cost_model
@@ -56,6 +59,8 @@ class _Lowering:
         self.blocks = []
         self.constants = []
         self.bodies = {}   # an outlined body's key -> its Call step's body fields
+        self.producer = {}   # value id -> the equation making it, in the graphs lowered
+        self.free = set()    # ids of counted loops' control equations (`repeat.py`)
 
     def slot(self, value):
         if value.id not in self.slots:
@@ -70,6 +75,7 @@ class _Lowering:
         index = len(self.blocks)
         self.blocks.append(None)
         self.slots_of(graph.inputs)
+        self.producer.update((v.id, e) for e in graph.equations for v in e.outputs)
         steps, cycles, profile, sources = [], [0, 0, 0, 0], [], []
         for eqn in graph.equations:
             step = self.step(eqn)
@@ -130,6 +136,7 @@ class _Lowering:
             return Collective(eqn.op, ins, outs, p)
         if role == "loop":
             cond, body = p["cond"], p["body"]
+            self.free |= repeat_free(eqn, self.producer)
             step = While(ins, self.block(cond), self.slots_of(cond.inputs),
                          self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
                          self.slots_of(body.outputs), outs)
@@ -166,7 +173,7 @@ class _Lowering:
             compute, sync = cost_model.call_cycles(
                 [self._busiest_bytes(eqn.inputs), self._busiest_bytes(eqn.outputs)], target)
             return [compute, 0, sync, 0]
-        if opdef.role in _FREE:
+        if opdef.role in _FREE or id(eqn) in self.free:
             return [0, 0, 0, 0]
         if opdef.role == "replica_reduce":   # over the IPU-Links, replica to replica
             group = eqn.params["group_size"] or self.replicas
