@@ -3,8 +3,9 @@ rebuilt with ipu_keras, compiled (not run) for one simulated Mk2 IPU.
 
 Each workload returns the executable's memory summary (`Executable.memory`: bytes per
 tile, `total_bytes`, `max_tile_bytes`...) or, when the compiler raises
-`OutOfTileMemoryError` (the program does not fit), the error's figures (`out_of_memory`). Only the compile is needed:
-Poplar decides whether a program fits at compile time too. Variables are created
+`OutOfTileMemoryError` (the program does not fit), the error's figures
+(`out_of_memory`). Only the compile is needed: Poplar decides whether a program fits
+at compile time too. Variables are created
 outside the traced function, as TensorFlow requires, and read by it.
 """
 import numpy as np

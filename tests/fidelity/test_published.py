@@ -2,9 +2,10 @@
 
 Each case builds a workload ipu_keras can express, runs it on the simulated Mk2
 ("ipu2": GC200, 1472 tiles, 1.33 GHz), or on the IPU the figure was measured on, and
-compares the simulated cycles with a published figure converted to cycles on that IPU. The cost model is never tuned to these
-figures (IPU_REFERENCE.md): it derives from the machine and from Graphcore's published
-codelet estimates (`device/cost.py`); this file only measures how close that gets.
+compares the simulated cycles with a published figure converted to cycles on that IPU.
+The cost model is never tuned to these figures (IPU_REFERENCE.md): it derives from the
+machine and from Graphcore's published codelet estimates and measurements
+(`device/cost.py`); this file only measures how close that gets.
 `CASES` is the table; `run_case` measures one; `bench/fidelity.py` prints the table.
 
 Sources (commit-pinned):
@@ -361,35 +362,38 @@ CASES = [
         "Keras MNIST CNN train step", 166e-6 * MK2_CLOCK_HZ, KERAS,
         "Graphcore's Keras tutorial on IPU hardware, steps_per_execution = 937, batch 64, "
         "SGD: epoch 3 at 166 us/step (Keras progress bar) x 1.33 GHz. We run 8 steps per "
-        "execution; host I/O of the infeed included, as in the wall time. About 0.86: the "
+        "execution; host I/O of the infeed included, as in the wall time. About 0.88: the "
         "convolutions are charged poplin's 1x1 AMP vertex estimate, whole channel groups "
         "(the first layer has 1 input channel) with per-pass overheads and weight loads, "
         "each vector vertex the hardware's 82 cycles over popops' estimate, and each "
         "batch (203 KB) the slower stage of the IPU-M2000's host path as gc-hosttraffictest "
-        "measured it: gateway buffer -> tiles at 26.4 Gbit/s, 62 us, about 40% of the step. "
+        "measured it: gateway buffer -> tiles at 26.4 Gbit/s, 62 us, about 40% of the step, "
+        "after each stream copy's fixed 1,755 cycles (`cost.STREAM_COPY_CYCLES`). "
         "The plans cut 2-d blocks of field x channels, and the weight-update convolutions "
         "pay poplin's rearrangements of their operands and result (5K cycles). "
         "It was 0.46, outside 2x, when the convolutions were charged the AMP's full rate; "
         "0.57 when the host link was the IPU's own PCIe (64 GB/s); 0.65 with the NIC's "
         "100 Gb/s line rate; 0.68 with the vertex's 82 cycles; 0.96 when plans cut flat "
         "chunks of whole rows (the cheaper 2-d blocks took it to 0.84, the rearrangements "
-        "to 0.86)." + KERAS_CLOCK, band=CLOSE),
+        "to 0.86, the stream copies' fixed cost to 0.88)." + KERAS_CLOCK, band=CLOSE),
      mnist_cnn_training_step),
     (Case(
         "Keras MNIST CNN train step, 2 replicas", 219e-6 * MK2_CLOCK_HZ, KERAS,
         "Same tutorial replicated over 2 IPUs (batch 64 per replica, 468 steps per "
         "execution): epoch 3 at 219 us/step x 1.33 GHz; per step of one replica, the "
-        "gradient all-reduce over the IPU-Links included. About 0.71, outside 25% (0.78 "
-        "before the planner cut 2-d blocks, which made every step cheaper; 0.64 with the "
-        "NIC's line rate, 0.54 when each replica had a host link of its own): the hardware "
-        "pays 53 us/step more for the second replica than one IPU takes, the model 12 "
-        "us: each IPU's stage of the host path is its own, the host's link (56.5 Gbit/s) "
-        "carries both replicas' batches but is not the slower stage at two, and the ring "
-        "all-reduce of 139 KB is charged the bandwidth of the six links that join the two "
-        "IPUs of a pair (96 GB/s each way), 700 cycles of link latency and "
-        "one external sync per ring step, and nothing for the collective's host-side "
-        "coordination, which Graphcore does not publish."
-        + KERAS_CLOCK, slow=True),
+        "gradient all-reduce over the IPU-Links included. About 0.78: the hardware pays 53 "
+        "us/step more for the second replica than one IPU takes (26 to 58 us over the six "
+        "runs the tutorial's history publishes), the model 24 us. IPU TensorFlow reduces "
+        "each of the 6 gradients on its own (maximum_cross_replica_sum_buffer_size 0), and "
+        "each all-reduce runs poplibs' collective program: per ring step the copy over the "
+        "six IPU-Links joining the pair (96 GB/s each way) with an external sync, then "
+        "three compute sets (slice, add or copy, index update), two more to set the ring "
+        "up (`cost.COLLECTIVE_STEP_COMPUTE_SETS`). Each IPU's stage of the host path is "
+        "its own; the host's link (56.5 Gbit/s) carries both replicas' batches but is not "
+        "the slower stage at two. It was 0.71 when a ring step was its copy and sync only; "
+        "0.78 before the planner cut 2-d blocks, which made every step cheaper; 0.64 with "
+        "the NIC's line rate; 0.54 when each replica had a host link of its own."
+        + KERAS_CLOCK, band=CLOSE, slow=True),
      lambda: mnist_cnn_training_step(replicas=2)),
     (Case(
         "Keras MNIST CNN train step, 2-IPU pipeline", 208e-6 * MK2_CLOCK_HZ, KERAS,
@@ -397,15 +401,16 @@ CASES = [
         "pool-flatten-dropout-dense), Grouped schedule, gradient accumulation 8, batch 64, "
         "936 steps per execution: epoch 3 at 208 us/step x 1.33 GHz. Ours: 8 steps per "
         "execution (one weight update), the schedule's makespan per step with host I/O. "
-        "About 0.84: the hardware takes 1.25x the one-IPU step, the model 1.22x. Stage 0 "
+        "About 0.85: the hardware takes 1.25x the one-IPU step, the model 1.21x. Stage 0 "
         "holds both convolutions, so its stage time is close to the whole step's, and each "
         "micro-batch sends 1.98 MB of activations forward and as many gradients back "
         "between the two IPUs, over the six IPU-Links that join a pair in an IPU-M2000 "
-        "(96 GB/s each way; 28 us per micro-batch). It was 0.71 when a copy could use all "
-        "ten links of an IPU at the published 320 GB/s (their total, both ways); 0.78 "
-        "before the planner's 2-d blocks made every step cheaper; 0.57 with the host NIC's "
-        "line rate." + KERAS_CLOCK, band=CLOSE,
-        slow=True),
+        "(96 GB/s each way; 28 us per micro-batch; the 42 us the second IPU adds could not "
+        "hold both copies below 94 GB/s, though gc-iputraffictest's example run between two "
+        "such IPUs shows 26.5 GB/s each way for its own traffic pattern). It was 0.71 when "
+        "a copy could use all ten links of an IPU at the published 320 GB/s (their total, "
+        "both ways); 0.78 before the planner's 2-d blocks made every step cheaper; 0.57 with "
+        "the host NIC's line rate." + KERAS_CLOCK, band=CLOSE, slow=True),
      lambda: mnist_cnn_training_step(pipelined=True)),
     (_blur_case("bricks", 302, 499, "float16", 0.00060595, band=(0.5, 2.0),
                 why="About 0.56. " + CONV_FOLD),

@@ -173,8 +173,26 @@ def test_a_transfer_between_ipus_uses_the_links_that_join_them():
     assert pair - cost.IPU_LINK_LATENCY_CYCLES == math.ceil(nbytes / 96e9 * mk2.clock_hz)
     # A ring of two replicas stays within a pair; a ring of four also crosses the rail,
     # and each of its steps waits for that slower hop.
-    sync = mk2.external_sync_cycles
-    assert cost.all_reduce_cycles(nbytes, 2, mk2) == 2 * (
-        cost.ipu_link_cycles(nbytes // 2, mk2, 0, 1) + sync)
-    assert cost.all_reduce_cycles(nbytes, 4, mk2) == 6 * (
-        cost.ipu_link_cycles(nbytes // 4, mk2, 1, 2) + sync)
+    assert cost.all_reduce_cycles(nbytes, 2, mk2)[1] == 2 * cost.ipu_link_cycles(
+        nbytes // 2, mk2, 0, 1)
+    assert cost.all_reduce_cycles(nbytes, 4, mk2)[1] == 6 * cost.ipu_link_cycles(
+        nbytes // 4, mk2, 1, 2)
+
+
+def test_an_all_reduce_runs_poplibs_collective_program():
+    """Each ring step: the cross-replica copy with an external sync, then three compute
+    sets (slice, add or copy, index update) on the tiles holding the tensor; two more set
+    the ring up (poplibs' CollectivesProgram.hpp)."""
+    mk2 = get_target("ipu2", num_ipus=2)
+    nbytes, tile_bytes = 64_000, 1_000
+    compute, exchange, sync = cost.all_reduce_cycles(nbytes, 2, mk2, tile_bytes)
+    fragment = math.ceil(tile_bytes / 2 / 4)
+    sets = 2 * cost.COLLECTIVE_STEP_COMPUTE_SETS + 2
+    assert exchange == 2 * cost.ipu_link_cycles(nbytes // 2, mk2, 0, 1)
+    assert sync == 2 * mk2.external_sync_cycles + sets * mk2.internal_sync_cycles
+    add = cost.worker_cycles(fragment, "float32", mk2, loop_cycles=cost.ELEMENTWISE_LOOP_CYCLES)
+    copy = math.ceil(4 * fragment / mk2.memcpy_bytes_per_cycle)
+    assert compute == sets * cost.VERTEX_OVERHEAD_CYCLES + 2 * (add + copy)
+    assert cost.all_reduce_cycles(nbytes, 1, mk2) == [0, 0, 0]
+    # A tensor held on fewer tiles has more of each fragment on its busiest tile.
+    assert cost.all_reduce_cycles(nbytes, 2, mk2, 8_000)[0] > compute

@@ -256,21 +256,40 @@ def sync_cycles(target, external=False):
     return target.external_sync_cycles if external else target.internal_sync_cycles
 
 
-def all_reduce_cycles(nbytes, replicas, target):
-    """Cycles of a ring all-reduce of `nbytes` on each of `replicas` replicas.
+COLLECTIVE_STEP_COMPUTE_SETS = 3
+"""Published program structure (poplibs' replicated collectives before they moved to GCL,
+graphcore/poplibs@f5f9369, `lib/popops/CollectivesProgram.hpp`): besides the
+cross-replica copy, each step of the ring runs three compute sets of its own, in
+reduce-scatter the dynamic slice of the next fragment, the add of the received one and
+the ring index's increment, in all-gather the copy of the received fragment, its
+dynamic update into place and the increment; before the steps, the index's set-up and
+the first slice. Each is a superstep: a vertex launched, an internal sync."""
 
-    A ring reduce-scatter then all-gather: 2 (R - 1) steps, each moving 1/R of the
-    tensor to the next replica over the IPU-Links and synchronising every IPU (an
-    external sync); nothing when there is one replica. Replica r runs on IPU r: two
-    replicas are partners, a longer ring also crosses between pairs, and every step
+
+def all_reduce_cycles(nbytes, replicas, target, tile_bytes=None):
+    """[compute, exchange, sync] cycles of a ring all-reduce of `nbytes` on each of
+    `replicas` replicas, whose busiest tile holds `tile_bytes` of it (default all).
+
+    A ring reduce-scatter then all-gather (poplibs' collective program,
+    `COLLECTIVE_STEP_COMPUTE_SETS`): 2 (R - 1) steps, each moving 1/R of the tensor to
+    the next replica over the IPU-Links with an external sync, then slicing, adding (or
+    copying) and updating that fragment on the tiles that hold it; two more compute
+    sets set the ring up. Nothing when there is one replica. Replica r runs on IPU r:
+    two replicas are partners, a longer ring also crosses between pairs, and every step
     waits for its slowest hop."""
     if replicas <= 1 or nbytes <= 0:
-        return 0
+        return [0, 0, 0]
     steps = 2 * (replicas - 1)
     chunk = math.ceil(nbytes / replicas)
     hop = (0, 1) if replicas == 2 else (1, 2)
-    return steps * (ipu_link_cycles(chunk, target, *hop)
-                    + sync_cycles(target, external=True))
+    exchange = steps * ipu_link_cycles(chunk, target, *hop)
+    fragment = math.ceil(min(nbytes, tile_bytes or nbytes) / replicas / 4)
+    sets = steps * COLLECTIVE_STEP_COMPUTE_SETS + 2
+    compute = sets * VERTEX_OVERHEAD_CYCLES + steps * (
+        worker_cycles(fragment, "float32", target, loop_cycles=ELEMENTWISE_LOOP_CYCLES)
+        + math.ceil(4 * fragment / target.memcpy_bytes_per_cycle))
+    sync = steps * sync_cycles(target, external=True) + sets * sync_cycles(target)
+    return [compute, exchange, sync]
 
 
 def link_bytes_per_second(target, source, destination):

@@ -9,17 +9,18 @@ the file's structure: before a byte is decompressed it refuses members with othe
 names (a path such as `../x`), compressed members (a zip bomb) and members, or arrays
 declared in `.npy` headers, larger than the archive that holds them.
 
-Programs are typed records (`steps.py`): each block a `Block`, each step a frozen
-record of its kind (`Exec`, `Read`, `Write`, `Infeed`, `Outfeed`, `Collective`, `While`,
-`If`, `Call`) with named fields. In the file they are plain JSON (a step is its kind, then its
+Programs are typed records (`steps.py`): each block a `Block`, each step a frozen record
+of its kind (`Exec`, `Read`, `Write`, `Infeed`, `Outfeed`, `Collective`, `While`, `If`,
+`Call`) with named fields. In the file they are plain JSON (a step is its kind, then its
 fields in order: `["exec", op, ins, outs, params]`), rebuilt and checked on loading: a
 malformed step or block, or a field naming a slot, variable, feed or block out of range,
 is refused with `ExecutableFormatError` as well, and so is a file of another
 `FORMAT_VERSION` (2 since the steps were typed, 3 since outlined functions' `Call` steps,
 4 since profile rows name their IPU, 5 since a step's traffic names a 2-d plan's blocks;
-the executable cache's keys hold the version, so such an entry is recompiled). Block 0 is the main program; a block's sub-blocks have larger
-indices, except the shared body of an outlined function's calls. `constants` lists [slot,
-array] pairs the engine presets before running.
+the executable cache's keys hold the version, so such an entry is recompiled). Block 0 is
+the main program; a block's sub-blocks have larger indices, except the shared body of an
+outlined function's calls. `constants` lists [slot, array] pairs the engine presets before
+running.
 
 A file may carry a `binding` (JSON data: the executable cache's key and graph
 fingerprint); `load(path, binding)` refuses a file not saved with that binding. Once the

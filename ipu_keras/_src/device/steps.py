@@ -21,14 +21,14 @@ needs a table of field positions. A `Block` holds its steps, its `cycles` per ki
 (`Source`, for errors raised while they run), the strict tile mode's `TileFacts` and,
 for a pipeline's body, its `pipeline` schedule.
 
-In `executable.json` a block is an object with those six names; a step is a list, its
-kind then its fields in order (`["exec", op, ins, outs, params]`); a profile row is
-`[op, layer, cycles in CYCLE_KINDS order, sub-blocks, IPU]`, a source `[node, layer]`, a
-tile mapping `[slot or variable, start, tiles, per_tile]` and a step's traffic
-`[received, source, k_split, partial_bytes, block_rows, block_cols]`. `blocks_from_data` rebuilds the records
-and distrusts the structure: a field of the wrong type, a slot, variable, feed or block
-out of range, a list of the wrong length raises `Malformed`, which the loader reports as
-an `ExecutableFormatError`.
+In `executable.json` a block is an object with those six names; a step is a list, its kind
+then its fields in order (`["exec", op, ins, outs, params]`); a profile row is `[op,
+layer, cycles in CYCLE_KINDS order, sub-blocks, IPU]`, a source `[node, layer]`, a tile
+mapping `[slot or variable, start, tiles, per_tile]` and a step's traffic `[received,
+source, k_split, partial_bytes, block_rows, block_cols]`. `blocks_from_data` rebuilds the
+records and distrusts the structure: a field of the wrong type, a slot, variable, feed or
+block out of range, a list of the wrong length raises `Malformed`, which the loader
+reports as an `ExecutableFormatError`.
 """
 import dataclasses
 import numbers

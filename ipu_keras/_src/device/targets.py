@@ -29,14 +29,15 @@ every figure that is derived or estimated says so next to it:
   host's PCIe (Gen4 x16, 64 GB/s as published for the IPU's interface), one stage. A Mk2
   or Bow IPU in an IPU-M2000 or Bow-2000 reaches the host in two stages: the host server
   to the machine's IPU-Gateway over RoCE (one host NIC for the machine's IPUs: Graphcore's
-  IPU-POD DA build guide), landing in a buffer in the gateway's memory, then that buffer to
-  the IPU's tiles over the IPU's own PCIe link to the gateway. Rates as measured by
+  IPU-POD DA build guide), landing in a buffer in the gateway's memory, then that buffer
+  to the IPU's tiles over the IPU's own PCIe link to the gateway. Rates as measured by
   Graphcore's `gc-hosttraffictest` (IPU Command Line Tools 1.2.3 documentation, the tool's
   example output on an IPU-M2000, one IPU): host -> buffer 56.5 Gbit/s, buffer -> tiles
   26.4, tiles -> buffer 30.0, buffer -> host 23.5. The stages overlap (the gateway buffers
-  ahead), so a stream copy takes as long as its slower stage (`cost.host_io_cycles`). `host_link_bytes_per_second` (and `..._out_`)
-  is the shared first stage, `ipu_stream_bytes_per_second` (and `..._out_`) the per-IPU
-  second one (0: no such stage). Bow: assumed the same as Mk2 (same gateway design).
+  ahead), so a stream copy takes as long as its slower stage (`cost.host_io_cycles`).
+  `host_link_bytes_per_second` (and `..._out_`) is the shared first stage,
+  `ipu_stream_bytes_per_second` (and `..._out_`) the per-IPU second one (0: no such
+  stage). Bow: assumed the same as Mk2 (same gateway design).
 * IPU-Links: aggregate per IPU. Mk1: 3 x 64 GB/s = 192 GB/s on a C2 card. Mk2: 10
   links, 320 GB/s total (published). Bow: assumed the same as Mk2 (same links).
   A transfer between two IPUs uses only the links that join them. In an IPU-M2000 (the

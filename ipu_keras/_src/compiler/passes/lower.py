@@ -6,8 +6,8 @@ plans of matmuls, convolutions and gathers) and the target, and summed per block
 compute on the slowest tile (`device/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
-copies and calls to the host (host embeddings) and, in the main block, for the program's arguments and results (a compiled
-function's inputs stream in from the host, its outputs back: profile row
+copies and calls to the host (host embeddings) and, in the main block, for the
+program's arguments and results (a compiled function's inputs stream in from the host, its outputs back: profile row
 "host_transfer"). Reductions take one superstep to reduce in place and one per stage
 of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. A
 counted loop's condition and dead counters cost nothing, as it runs as a Poplar Repeat
@@ -177,8 +177,8 @@ class _Lowering:
             return [0, 0, 0, 0]
         if opdef.role == "replica_reduce":   # over the IPU-Links, replica to replica
             group = eqn.params["group_size"] or self.replicas
-            return [0, 0, 0, 0] if group <= 1 else [
-                0, cost_model.all_reduce_cycles(eqn.inputs[0].type.nbytes, group, target), 0, 0]
+            return [*cost_model.all_reduce_cycles(
+                eqn.inputs[0].type.nbytes, group, target, self._busiest_bytes(eqn.inputs)), 0]
         if opdef.role in _HOST:
             # A stream copy (or a call to the host) synchronises with the host (an external
             # sync); what it consumes leaves for the host, what it produces arrives from
