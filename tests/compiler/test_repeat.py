@@ -2,6 +2,7 @@
 import numpy as np
 
 from ipu_keras._src.compiler import compile_graph
+from ipu_keras._src.device import cost
 from ipu_keras._src.ir.graph import Graph
 from ipu_keras._src.ops.builder import Builder, new_input
 from tests.graphs import counting_loop, small_target
@@ -37,7 +38,8 @@ def _blocks(graph):
 
 
 def _ops(block):
-    return sorted(row.op for row in block.profile)
+    """The block's costed ops, less the loop state's copy (tested on its own below)."""
+    return sorted(row.op for row in block.profile if row.op != "loop_state_copy")
 
 
 def test_a_counted_loop_pays_neither_its_condition_nor_its_counter():
@@ -61,3 +63,20 @@ def test_a_counter_the_body_reads_keeps_its_update_but_not_the_condition():
     cond, body = _blocks(_loop(counter_read=True))
     assert not any(cond.cycles.values())
     assert _ops(body) == ["add", "add", "cast", "mul"]
+
+
+def test_a_loop_copies_its_new_state_into_the_loop_each_iteration():
+    """IPU TensorFlow copies each body result that is not the very tensor it replaces back
+    into the loop's state (`AddLoopInputOutputAliasingCopies`): here the doubled
+    accumulator (16 bytes on one tile, made where the state lies: nothing to receive),
+    not the limit passed through unchanged, nor the counter a Repeat does not keep."""
+    _, body = _blocks(_loop())
+    (row,) = [r for r in body.profile if r.op == "loop_state_copy"]
+    target = small_target(4)
+    assert row.cycles == {"compute": cost.VERTEX_OVERHEAD_CYCLES + 16 // 8, "exchange": 0,
+                          "sync": target.internal_sync_cycles, "host_io": 0}
+    # The counter the body reads is kept by the Repeat, so it is copied too (4 bytes more
+    # on the tile that holds both).
+    _, read = _blocks(_loop(counter_read=True))
+    (row,) = [r for r in read.profile if r.op == "loop_state_copy"]
+    assert row.cycles["compute"] >= cost.VERTEX_OVERHEAD_CYCLES + 2

@@ -29,6 +29,8 @@ runs it); block 0 adds `variables`, a
 import dataclasses
 import math
 
+import numpy as np
+
 from ipu_keras._src.compiler.passes import traffic
 from ipu_keras._src.compiler.passes.outline import body_key, is_outlined
 from ipu_keras._src.compiler.passes.repeat import repeat_free
@@ -70,8 +72,10 @@ class _Lowering:
     def slots_of(self, values):
         return tuple(self.slot(v) for v in values)
 
-    def block(self, graph):
-        """Lower one graph level; returns its block index (parents before children)."""
+    def block(self, graph, loop_state=None):
+        """Lower one graph level; returns its block index (parents before children).
+        A loop's body also copies its results into the loop's state (`loop_state`, the
+        loop equation), at the end of each iteration (`_loop_state_copy`)."""
         index = len(self.blocks)
         self.blocks.append(None)
         self.slots_of(graph.inputs)
@@ -87,6 +91,12 @@ class _Lowering:
                 cycles[k] += c
             if any(eqn_cycles) or isinstance(step, (While, If, Call)):
                 profile.append(_profile_row(eqn, eqn_cycles, step))
+        if loop_state is not None:
+            copy = self._loop_state_copy(loop_state, graph)
+            if any(copy):
+                cycles = [a + b for a, b in zip(cycles, copy)]
+                profile.append(ProfileRow("loop_state_copy", "", cycles_of(copy), (),
+                                          loop_state.shard or 0))
         self.blocks[index] = Block(tuple(steps), cycles_of(cycles), tuple(profile),
                                    tuple(sources), self.tile_facts(graph))
         return index
@@ -138,7 +148,8 @@ class _Lowering:
             cond, body = p["cond"], p["body"]
             self.free |= repeat_free(eqn, self.producer)
             step = While(ins, self.block(cond), self.slots_of(cond.inputs),
-                         self.slot(cond.outputs[0]), self.block(body), self.slots_of(body.inputs),
+                         self.slot(cond.outputs[0]), self.block(body, eqn),
+                         self.slots_of(body.inputs),
                          self.slots_of(body.outputs), outs)
             if id(eqn) in self.pipelines:
                 self.blocks[step.body_block] = _pipelined(self.blocks[step.body_block],
@@ -206,6 +217,34 @@ class _Lowering:
                 eqn.params["destination_ipu"])
             external = True
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
+
+    def _loop_state_copy(self, loop, body):
+        """[compute, exchange, sync, 0] of copying a loop body's results into the loop's
+        state, once per iteration. IPU TensorFlow runs a while loop as a Poplar loop over
+        fixed tensors and, after the body, copies each result that is not the very tensor
+        it replaces into that state tensor (graphcore/tensorflow@b2127bb,
+        `driver/visitors/deferred_visitor.cc`, `AddLoopInputOutputAliasingCopies`): one
+        superstep in which every tile copies the state it holds and receives the part of
+        it that the result left on other tiles. A result passed through unchanged, and a
+        counter a Poplar `Repeat` does not keep (`repeat.py`), copy nothing."""
+        n = self.map.num_tiles
+        held, missing = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        for state, result in zip(body.inputs, body.outputs):
+            if state.id == result.id or id(self.producer.get(result.id)) in self.free:
+                continue
+            mapping = self.map.values.get(state.id)
+            if mapping is None:
+                continue
+            lo, hi = mapping.bounds(state.type.size, n)
+            held += (hi - lo) * state.type.itemsize
+            missing += traffic.missing_bytes(result, lo, hi, self.map)
+        if not held.any():
+            return [0, 0, 0, 0]
+        target = self.target
+        compute = cost_model.compute_cycles("copy", int(held.max()), "uint8", target)
+        exchange = cost_model.exchange_cycles(int(missing.max()), target)
+        external = self._spans_ipus(0, n) if loop.shard is None else False
+        return [compute, exchange, cost_model.sync_cycles(target, external), 0]
 
     def _reduction(self, eqn):
         """Reduce where the input lies (one superstep), then one superstep per stage of

@@ -71,10 +71,10 @@ def _needed(value, mapping, size, tile_map):
     lo, hi = mapping.bounds(size, n)
     if value.type.size != size:
         return np.minimum(value.type.size, hi - lo) * value.type.itemsize
-    return _missing(value, lo, hi, tile_map)
+    return missing_bytes(value, lo, hi, tile_map)
 
 
-def _missing(value, lo, hi, tile_map):
+def missing_bytes(value, lo, hi, tile_map):
     """Bytes of `value`'s flat ranges [lo, hi) (per tile) each tile does not hold."""
     n = tile_map.num_tiles
     wanted = hi - lo
@@ -103,7 +103,7 @@ def _rows_needed(eqn, tile_map):
         for v in eqn.inputs:
             length = _row_length(v.type, rows)
             vlo, vhi = first * length, np.maximum(first, last) * length
-            total += np.where(hi > lo, _missing(v, vlo, vhi, tile_map), 0)
+            total += np.where(hi > lo, missing_bytes(v, vlo, vhi, tile_map), 0)
     return total
 
 
