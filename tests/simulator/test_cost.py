@@ -2,7 +2,6 @@
 import dataclasses
 import math
 
-import numpy as np
 
 from ipu_keras._src.compiler import compile_graph
 from ipu_keras._src.ops.builder import Builder, new_input

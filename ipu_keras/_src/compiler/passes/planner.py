@@ -60,6 +60,7 @@ from ipu_keras._src.ops.registry import get_op
 DEFAULT_AVAILABLE_MEMORY_PROPORTION = 0.6
 """Poplar's default `availableMemoryProportion`."""
 
+
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
     """The planner options of one op family (Poplar's `poplar_options`)."""
