@@ -90,16 +90,23 @@ def placement_of(op):
 
 PIPELINE_ATTRS = ("_ipu_pipeline_schedule", "_ipu_pipeline_depth")
 PIPELINE_OPTIONS_ATTR = "_ipu_pipeline_stage_options"
+PIPELINE_RECOMPUTATION_ATTR = "_ipu_pipeline_recomputation"
 SCHEDULES = ("Grouped", "Interleaved", "Sequential")
+RECOMPUTATION_MODES = ("Auto", "RecomputeThenBackpropagate",
+                       "RecomputeAndBackpropagateInterleaved")
+"""`pipelining_ops.RecomputationMode`'s names, by value."""
 
 
 def pipeline_of(op):
-    """{"schedule", "depth"} stamped on a pipeline's micro-batch loop, else None."""
+    """{"schedule", "depth", "recomputation"} stamped on a pipeline's micro-batch loop,
+    else None."""
     attrs = op.node_def.attr
     if PIPELINE_ATTRS[0] not in attrs:
         return None
     info = {"schedule": SCHEDULES[attrs[PIPELINE_ATTRS[0]].i],
             "depth": int(attrs[PIPELINE_ATTRS[1]].i)}
+    if PIPELINE_RECOMPUTATION_ATTR in attrs:
+        info["recomputation"] = RECOMPUTATION_MODES[attrs[PIPELINE_RECOMPUTATION_ATTR].i]
     if PIPELINE_OPTIONS_ATTR in attrs:
         info["stage_options"] = json.loads(attrs[PIPELINE_OPTIONS_ATTR].s.decode())
     return info

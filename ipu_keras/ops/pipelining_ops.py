@@ -18,10 +18,14 @@ import enum
 
 import tensorflow as tf
 
+from tensorflow.core.framework import attr_value_pb2
+
 from ipu_keras import scopes
 from ipu_keras.errors import PipelineError
 from ipu_keras._src.driver.pipeline import OptimizerFunctionOutput
 from ipu_keras._src.keras.gradient_accumulation import GradientAccumulationReductionMethod
+from ipu_keras._src.keras.pipelining import recomputation_name
+from ipu_keras._src.ops.state import CHECKPOINT_ATTR
 
 
 class PipelineSchedule(enum.IntEnum):
@@ -73,13 +77,24 @@ class PipelineStageOptions:
 
 
 def recomputation_checkpoint(tensors, name=None):
-    """Marks `tensors` as kept (not recomputed) in the backward pass; returns them."""
-    del name
-    return tf.nest.map_structure(tf.identity, tensors)
+    """Marks `tensors` as kept (not recomputed) in the backward pass; returns them.
+
+    With recomputation on (`IPUConfig.allow_recompute`) in a pipeline whose recomputation
+    mode is RecomputeAndBackpropagateInterleaved, a stage's backward pass recomputes its
+    forward activations from its inputs and these checkpoints, and the last stage
+    recomputes what lies before its last checkpoints. Elsewhere it is an identity."""
+    def checkpoint(tensor):
+        out = tf.identity(tensor, name=name)
+        if not tf.executing_eagerly():
+            out.op._set_attr(CHECKPOINT_ATTR, attr_value_pb2.AttrValue(b=True))
+        return out
+
+    return tf.nest.map_structure(checkpoint, tensors)
 
 
 _Options = collections.namedtuple("_Options", "stages count repeat mapping schedule training "
-                                              "reduction outfeed_loss mask accumulate")
+                                              "reduction outfeed_loss mask accumulate "
+                                              "recomputation")
 
 
 def pipeline(computational_stages, gradient_accumulation_count=None,
@@ -118,7 +133,9 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
             for inference.
         device_mapping: The IPU of each stage; default `range(len(stages))`.
         pipeline_schedule: A `PipelineSchedule`; default Grouped.
-        recomputation_mode: A `RecomputationMode` (numerics do not depend on it).
+        recomputation_mode: A `RecomputationMode` (default Auto): how the backward
+            passes recompute their stages' activations when `IPUConfig.allow_recompute`
+            is on (numerics do not depend on it).
         forward_propagation_stages_poplar_options: A `PipelineStageOptions` per stage.
         backward_propagation_stages_poplar_options: A `PipelineStageOptions` per stage.
         weight_update_poplar_options: One `PipelineStageOptions`.
@@ -141,7 +158,7 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
     Raises:
         PipelineError (a ValueError): when a rule of the original is broken.
     """
-    del gradient_accumulation_for_captured_grads, recomputation_mode, name
+    del gradient_accumulation_for_captured_grads, name
     del offload_weight_update_variables, replicated_optimizer_state_sharding
     del offload_activations, offload_gradient_accumulation_buffers
     del replicated_weight_sharding, offload_weights
@@ -149,6 +166,7 @@ def pipeline(computational_stages, gradient_accumulation_count=None,
                      device_mapping, pipeline_schedule, optimizer_function, outfeed_loss,
                      outfeed_mask, accumulate_outfeed, reduction_method,
                      batch_serialization_iterations, continuous_weight_updates)
+    options = options._replace(recomputation=recomputation_value(recomputation_mode))
     _check_stage_options(forward_propagation_stages_poplar_options,
                          backward_propagation_stages_poplar_options,
                          weight_update_poplar_options, len(options.stages))
@@ -232,7 +250,19 @@ def _check(stages, count, repeat, mapping, schedule, optimizer_function, outfeed
                             " Received: optimizer_function=None")
     reduction = GradientAccumulationReductionMethod.parse(reduction_method)
     return _Options(list(stages), count, repeat, mapping, schedule, training, reduction,
-                    bool(outfeed_loss), outfeed_mask, bool(accumulate_outfeed))
+                    bool(outfeed_loss), outfeed_mask, bool(accumulate_outfeed), 0)
+
+
+def recomputation_value(mode):
+    """The value of a `RecomputationMode` given as a member, its value or its name (None:
+    Auto)."""
+    try:
+        name = recomputation_name(mode)
+    except ValueError:
+        raise PipelineError("pipeline() expected recomputation_mode to be a "
+                            "RecomputationMode. Received: "
+                            f"recomputation_mode={mode!r}") from None
+    return RecomputationMode[name].value
 
 
 def _stage_options(forward, backward):

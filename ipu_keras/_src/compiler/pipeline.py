@@ -7,7 +7,8 @@ analyses (tile map with
 the matmul/conv/gather planner, memory plan) and the lowering (with the cycle tables)
 produce the executable. The pipeline owns the order of the passes and the options
 they get (`poplar_options` of matmuls and convolutions, `debug.allowOutOfMemory` from
-`POPLAR_ENGINE_OPTIONS`); the passes own what they compute. Each pass is timed and the
+`POPLAR_ENGINE_OPTIONS`, `allow_recompute` of the `recompute` pass); the passes own
+what they compute. Each pass is timed and the
 times are kept in `executable.info["pass_seconds"]`. The compiler knows nothing of
 TensorFlow or Keras: its input is IR, its output plain data.
 """
@@ -24,6 +25,7 @@ from ipu_keras._src.compiler.passes.memory import (allow_out_of_memory, check_me
                                                     plan_memory)
 from ipu_keras._src.compiler.passes.pipeline import plan_pipelines
 from ipu_keras._src.compiler.passes.planner import PlanOptions
+from ipu_keras._src.compiler.passes.recompute import recompute
 from ipu_keras._src.compiler.passes.shard import check_device, num_shards, shard
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras._src.ir.verify import verify as _verify_ir
@@ -38,6 +40,7 @@ GRAPH_PASSES = (
     ("constant-fold", fold_constants),
     ("dead-code", eliminate_dead_code),
     ("shard", shard),
+    ("recompute", recompute),
     ("verify-optimised", verify),
 )
 
@@ -48,7 +51,7 @@ PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + (
 
 
 def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
-                  conv_options=None, allow_oom=None, on_pass=None):
+                  conv_options=None, allow_oom=None, on_pass=None, allow_recompute=False):
     """Compile a verified-or-not IR graph for `target` (a `simulator.targets.Target`).
 
     Args:
@@ -62,14 +65,17 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
             `POPLAR_ENGINE_OPTIONS='{"debug.allowOutOfMemory": "true"}'`.
         on_pass: Called as `on_pass(name, seconds)` after each pass of `PASS_NAMES`
             (progress bars); None for no calls.
+        allow_recompute: `IPUConfig.allow_recompute`: the `recompute` pass recomputes
+            forward values in the backward pass instead of keeping them.
 
     Raises:
         OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed).
         ShardingError: if the graph's shards do not divide `target.num_ipus`.
     """
     clock = _PassClock(on_pass)
+    pass_options = {"recompute": {"allow_recompute": allow_recompute}}
     for name, graph_pass in GRAPH_PASSES:
-        graph = graph_pass(graph)
+        graph = graph_pass(graph, **pass_options.get(name, {}))
         clock.done(name)
     device_ipus, target = target.num_ipus, replica_target(graph, target)
     tile_map = plan_tile_mapping(

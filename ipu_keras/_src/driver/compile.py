@@ -50,6 +50,7 @@ def compile_options(cfg):
         "matmul_options": dict(cfg.matmuls.poplar_options),
         "conv_options": dict(cfg.convolutions.poplar_options),
         "allow_oom": allow_out_of_memory(),
+        "allow_recompute": bool(cfg.allow_recompute),
     }
 
 
@@ -108,6 +109,7 @@ def _compile(graph, target, options, progress, defer_oom):
                              matmul_options=options["matmul_options"],
                              conv_options=options["conv_options"],
                              allow_oom=options["allow_oom"] or defer_oom,
+                             allow_recompute=options["allow_recompute"],
                              on_pass=lambda pass_name, seconds: stage.advance(1, pass_name))
 
 

@@ -139,10 +139,12 @@ def _pipeline_attributes(options, stage_options):
     from tensorflow.core.framework import attr_value_pb2
     from tensorflow.python.framework import ops
 
-    from ipu_keras._src.placement import PIPELINE_ATTRS, PIPELINE_OPTIONS_ATTR
+    from ipu_keras._src.placement import (PIPELINE_ATTRS, PIPELINE_OPTIONS_ATTR,
+                                          PIPELINE_RECOMPUTATION_ATTR)
 
     values = (int(options.schedule), options.count)
     attrs = {name: attr_value_pb2.AttrValue(i=v) for name, v in zip(PIPELINE_ATTRS, values)}
+    attrs[PIPELINE_RECOMPUTATION_ATTR] = attr_value_pb2.AttrValue(i=options.recomputation)
     if stage_options:
         attrs[PIPELINE_OPTIONS_ATTR] = attr_value_pb2.AttrValue(
             s=json.dumps(stage_options, sort_keys=True).encode())

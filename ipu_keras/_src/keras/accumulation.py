@@ -154,7 +154,8 @@ class StepPlan:
             self.optimizer = wrapper(model.optimizer, steps, reduction_method=method, **kwargs)
 
     def pipeline(self):
-        """{"schedule", "depth"} of a pipelined model's device loop, else None. Its
+        """{"schedule", "depth", "recomputation"} of a pipelined model's device loop, else
+        None. Its
         iterations are micro-batches. Training: a window of `steps` of them is a pipeline
         run, and the weight update the optimizer branch of the window-end cond. Evaluate
         and predict: one execution is one inference pipeline run, `steps_per_execution`
@@ -163,7 +164,9 @@ class StepPlan:
             return None
         depth = (self.steps if self.optimizer is not None
                  else self.model.steps_per_execution // self.replicas)   # per replica
-        return {"schedule": pipelining.options(self.model).schedule, "depth": depth}
+        stored = pipelining.options(self.model)
+        return {"schedule": stored.schedule, "depth": depth,
+                "recomputation": stored.recomputation}
 
     def tag(self, batches):
         """The staged batches, each with its window-end flag when training accumulates.

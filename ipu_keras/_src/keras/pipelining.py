@@ -54,6 +54,11 @@ class PipeliningOptions:
         """The pipeline schedule's name: 'Grouped' (default), 'Interleaved' or 'Sequential'."""
         return schedule_name(self.kwargs.get("pipeline_schedule"))
 
+    @property
+    def recomputation(self):
+        """The recomputation mode's name (`placement.RECOMPUTATION_MODES`; default Auto)."""
+        return recomputation_name(self.kwargs.get("recomputation_mode"))
+
 
 def options(model):
     return getattr(model, _OPTIONS_ATTR, None) or PipeliningOptions()
@@ -72,6 +77,22 @@ def schedule_name(schedule):
     raise ValueError(f"set_pipelining_options expected `pipeline_schedule` to be a "
                      f"PipelineSchedule ({', '.join(SCHEDULES)}). Received: "
                      f"pipeline_schedule={schedule!r}.")
+
+
+def recomputation_name(mode):
+    """The name of a `RecomputationMode` given as a member, its value or its name (None:
+    Auto)."""
+    names = placement.RECOMPUTATION_MODES
+    if mode is None:
+        return names[0]
+    value = getattr(mode, "value", mode)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[value]
+    for known in names:
+        if isinstance(value, str) and value.lower() == known.lower():
+            return known
+    raise ValueError(f"Expected `recomputation_mode` to be a RecomputationMode "
+                     f"({', '.join(names)}). Received: recomputation_mode={mode!r}.")
 
 
 def set_pipelining_options(model, gradient_accumulation_steps_per_replica=None,
@@ -127,6 +148,7 @@ def _check_pipelining_kwargs(kwargs):
                          "`set_pipelining_options`. This argument has now been removed, use "
                          "`gradient_accumulation_reduction_method` instead.")
     schedule_name(kwargs.get("pipeline_schedule"))
+    recomputation_name(kwargs.get("recomputation_mode"))
 
 
 def _reset_functions(model):

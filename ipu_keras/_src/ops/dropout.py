@@ -70,7 +70,8 @@ def _cost(in_types, out_types, *, rate, broadcast_axes):
     return Work("vector", RNG_CYCLES_PER_ELEMENT * mask + 2 * x.size)
 
 
-register_op("dropout", shape=_shape, kernel=_kernel, cost=_cost, mapping="elementwise")
+register_op("dropout", shape=_shape, kernel=_kernel, cost=_cost, mapping="elementwise",
+            recompute="never")   # stateful on the IPU: IPU TensorFlow stashes it
 
 
 @tf_import(TF_TYPE)

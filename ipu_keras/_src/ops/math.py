@@ -85,9 +85,10 @@ def _codelet(fn, predicate, split=False):
 # ------------------------------------------------------------------ registration
 
 
-def _register(name, shape, kernel, cost, rowwise=True, tile_rule="elementwise"):
+def _register(name, shape, kernel, cost, rowwise=True, tile_rule="elementwise",
+              recompute="again"):
     register_op(name, shape=shape, kernel=kernel, cost=cost, mapping="elementwise",
-                rowwise=rowwise, tile_rule=tile_rule)
+                rowwise=rowwise, tile_rule=tile_rule, recompute=recompute)
     _ir_ops.append(name)
 
 
@@ -338,7 +339,7 @@ def _cast(x, *, dtype):
     return np.asarray(x.astype(dtype))
 
 
-_register("cast", _cast_rule, _cast, _per_output(COPY))
+_register("cast", _cast_rule, _cast, _per_output(COPY), recompute="per_use")
 
 
 def _select_rule(in_types, *, expand=0):

@@ -335,7 +335,8 @@ for _op, _kernel, _factor in (
     ("random_uniform_full_int", _uniform_full_int, 1),
 ):
     register_op(_op, shape=_sample_shape(_op), kernel=_kernel,
-                cost=per_output_element("vector", _factor), mapping="linear")
+                cost=per_output_element("vector", _factor), mapping="linear",
+                recompute="never")   # drawn from the IPU's random state: kept
 
 _V2 = {"StatelessRandomUniformV2": "random_uniform", "StatelessRandomNormalV2": "random_normal",
        "StatelessTruncatedNormalV2": "random_truncated_normal",

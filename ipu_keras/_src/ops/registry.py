@@ -42,7 +42,14 @@ op it owns:
     (default for mapping "reduce"); "variable": the value where the variable is;
     "none": nothing;
   - `reduced_axes`: `(params, rank) -> sorted axes or None`, the axes a "tree" op reduces
-    (None: not known), default from its `axes` or `axis` param (`axes_of_params`).
+    (None: not known), default from its `axes` or `axis` param (`axes_of_params`);
+  - `recompute` (one of `RECOMPUTE`): what recomputation (`IPUConfig.allow_recompute`,
+    `compiler/passes/recompute.py`) may do with it. "again" (default for a compute op):
+    run it again in the backward pass instead of keeping its outputs; "never": keep its
+    outputs (a stateful op: IPU TensorFlow stashes what draws random numbers, Dropout);
+    "per_use": a conversion, cloned before each reader when its operand is a parameter
+    (IPU TensorFlow's RecomputeCasts); "checkpoint": a recomputation checkpoint, whose
+    value is kept and where recomputation starts.
 
 A module may also register, with `register_pair`, one kernel for an op followed by the
 only reader of its output (the engine's pairs, `simulator/pairs.py`).
@@ -74,6 +81,7 @@ TILE_RULES = ("elementwise", "rows", "reduce", "channel", "window", "conv", "mat
               "fallback")
 PLANS = ("matmul", "conv", "gather")
 EXCHANGES = ("operands", "rows", "tree", "variable", "none")
+RECOMPUTE = ("again", "never", "per_use", "checkpoint")
 FULL = None
 """In a `tile_axes` axis map: the operand axis is needed whole."""
 
@@ -101,6 +109,7 @@ class OpDef:
     problem: object = None
     exchange: str = "operands"
     reduced_axes: object = None
+    recompute: str = "again"
 
     def tile_rule_for(self, params):
         """The strict tile rule of one equation of this op (see `tile_rule`)."""
@@ -127,7 +136,7 @@ def axes_of_params(params, rank):
 def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False,
                 rowwise=False, role="compute", tile_rule="fallback", tile_moves=None,
                 tile_fill=None, tile_index=None, tile_axes=None, plan=None, problem=None,
-                exchange=None, reduced_axes=axes_of_params):
+                exchange=None, reduced_axes=axes_of_params, recompute="again"):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -142,6 +151,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     _check_fact(name, "role", role, ROLES)
     _check_fact(name, "plan", plan, PLANS + (None,))
     _check_fact(name, "exchange", exchange, EXCHANGES)
+    _check_fact(name, "recompute", recompute, RECOMPUTE)
     if not callable(tile_rule):
         _check_fact(name, "tile_rule", tile_rule, TILE_RULES)
     if tile_rule == "probe" and tile_moves is None:
@@ -149,7 +159,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise,
                        role, tile_rule, tile_moves, tile_fill, tile_index, tile_axes, plan,
-                       problem, exchange, reduced_axes)
+                       problem, exchange, reduced_axes, recompute)
     return _OPS[name]
 
 

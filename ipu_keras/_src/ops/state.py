@@ -4,6 +4,10 @@
 top-level graph by index; `infeed`/`outfeed` name a stream. All but `const` are run by
 the engine itself (they move data between buffers, no codelet) and all but `const`
 and `read_var` are effects that passes must keep in order.
+
+`recomputation_checkpoint` is the identity `pipelining_ops.recomputation_checkpoint`
+marks (an `Identity` with `CHECKPOINT_ATTR`): a view of its operand, whose value
+recomputation keeps instead of recomputing (`compiler/passes/recompute.py`).
 """
 import numpy as np
 
@@ -13,6 +17,8 @@ from ipu_keras._src.ops.collective import import_marked
 from ipu_keras._src.ops.registry import Work, register_op, tf_import
 
 WRITE_MODES = ("assign", "add", "sub")
+CHECKPOINT_ATTR = "_ipu_recomputation_checkpoint"
+"""The attribute `recomputation_checkpoint` sets on its `Identity` ops."""
 
 
 def _const_shape(in_types, *, value):
@@ -113,13 +119,21 @@ def write_kernel(mode):
 __all__ = ["TensorType", "WRITE_MODES", "write_kernel"]
 
 
+register_op("recomputation_checkpoint", shape=lambda in_types: [in_types[0]],
+            kernel=lambda x: x, cost=no_cost, mapping="elementwise", rowwise=True,
+            tile_rule="elementwise", recompute="checkpoint")
+
+
 @tf_import("Identity", "IdentityN")
 def _import_identity(node, b):
     """Pass values through; an IdentityN marked by `IPUOutfeedQueue.enqueue` is an outfeed,
-    one marked by `cross_replica_ops` or `replication_ops` a collective (`collective.py`)."""
+    one marked by `cross_replica_ops` or `replication_ops` a collective (`collective.py`),
+    an Identity marked by `recomputation_checkpoint` a `recomputation_checkpoint`."""
     collective = import_marked(node, b)
     if collective is not None:
         return collective
+    if node.attr(CHECKPOINT_ATTR, False):
+        return [b.emit("recomputation_checkpoint", [node.inputs[0]])]
     queue = node.attr("_ipu_outfeed", None)
     if queue is not None:
         values = list(node.inputs)

@@ -1,11 +1,12 @@
 """RecomputationCheckpoint: an identity that marks values to store, not recompute.
 
-On the IPU it takes effect under the pipeline schedule RecomputeAndBackpropagateInterleaved;
-the simulator's schedules do not recompute, and no number changes, so it passes its inputs
-through.
+It takes effect with recomputation on (`IPUConfig.allow_recompute`) in a pipeline whose
+recomputation mode is RecomputeAndBackpropagateInterleaved
+(`pipelining_ops.recomputation_checkpoint`); no number changes.
 """
 import keras
-import tensorflow as tf
+
+from ipu_keras.ops.pipelining_ops import recomputation_checkpoint
 
 from ipu_keras_addons.keras.layers.ipu_layer import serializable
 
@@ -16,7 +17,7 @@ class RecomputationCheckpoint(keras.layers.Layer):
 
     def call(self, inputs, **kwargs):
         del kwargs
-        return tf.nest.map_structure(tf.identity, inputs)
+        return recomputation_checkpoint(inputs)
 
     def compute_output_shape(self, input_shape):
         return input_shape

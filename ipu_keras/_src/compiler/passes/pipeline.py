@@ -4,7 +4,9 @@ For each pipeline micro-batch loop (a `while` with `Equation.pipeline`), each st
 forward and backward cycles per micro-batch are the cycles of its equations in the
 loop body (the same cost model as every step, `lower.step_cycles`); an equation is
 backward when TensorFlow made it for a gradient (its node is under `gradient_tape/` or
-`gradients/`). Body equations of no stage (accumulating gradients, feeds) are
+`gradients/`). A forward equation recomputed for the backward pass (`recompute.py`)
+runs in the backward pass: its cycles count there, and apart as `recompute`. Body
+equations of no stage (accumulating gradients, feeds) are
 `other` work, run serially once per micro-batch: after the schedule step in which the
 micro-batch's last pass ends, a box `O` per IPU that does some of it (stage None), all
 later boxes shifted by it, so that the boxes end at the makespan. A conditional's branches are not
@@ -27,7 +29,7 @@ lowering scales the body block's cycles to it. The weight update after the loop 
 costed like any step.
 """
 from ipu_keras._src.compiler.passes.lower import step_cycles
-from ipu_keras._src.compiler.passes.stages import is_backward
+from ipu_keras._src.compiler.passes.stages import is_backward, is_recomputed
 from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.ops.registry import get_op
 
@@ -55,8 +57,9 @@ def _update_cycles(body, tile_map, target):
 
 
 def stage_table(body, tile_map, target):
-    """Per stage: its IPU and forward/backward cycles per micro-batch; and `other`, the
-    cycles per micro-batch of the work of no stage, per IPU ({ipu: cycles})."""
+    """Per stage: its IPU and forward/backward cycles per micro-batch (`recompute`: the
+    part of backward that recomputes forward values); and `other`, the cycles per
+    micro-batch of the work of no stage, per IPU ({ipu: cycles})."""
     stages, other = {}, {}
     for eqn in _micro_batch_work(body):
         cycles = sum(step_cycles(eqn, tile_map, target))
@@ -65,8 +68,10 @@ def stage_table(body, tile_map, target):
                 other[eqn.shard or 0] = other.get(eqn.shard or 0, 0) + cycles
             continue
         row = stages.setdefault(eqn.stage, {"stage": eqn.stage, "ipu": eqn.shard or 0,
-                                            "forward": 0, "backward": 0})
-        row["backward" if is_backward(eqn) else "forward"] += cycles
+                                            "forward": 0, "backward": 0, "recompute": 0})
+        if is_recomputed(eqn):
+            row["recompute"] += cycles
+        row["backward" if is_backward(eqn) or is_recomputed(eqn) else "forward"] += cycles
     return [stages[k] for k in sorted(stages)], other
 
 

@@ -4,12 +4,21 @@ An equation is backward when TensorFlow made it to compute a gradient: its node 
 under `gradient_tape/` (`tf.GradientTape`) or `gradients/` (`tf.gradients`, and the
 gradient accumulation of `pipelining_ops`). The `pipeline` analysis times the passes
 apart and the planner applies each pass's `PipelineStageOptions`.
+
+An equation the `recompute` pass made is a forward equation run again in the backward
+pass (its node under `recomputation/`): `is_recomputed`.
 """
 
 BACKWARD_MARKERS = ("gradient_tape/", "gradients/")
+RECOMPUTED_MARKER = "recomputation/"
 
 
 def is_backward(eqn):
     """Whether TensorFlow made `eqn` to compute a gradient."""
     node = eqn.source.node
     return any(node.startswith(m) or f"/{m}" in node for m in BACKWARD_MARKERS)
+
+
+def is_recomputed(eqn):
+    """Whether `eqn` is a forward equation recomputed for the backward pass."""
+    return eqn.source.node.startswith(RECOMPUTED_MARKER)
