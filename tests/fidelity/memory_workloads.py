@@ -13,14 +13,15 @@ import numpy as np
 MK2_TILES = 1472
 
 
-def configure(code=True, proportion=None, partials="float"):
+def configure(code=True, proportion=None, partials="float", recompute=False):
     """One Mk2 IPU (1472 tiles); `code`: `ipu_model.compile_ipu_code` (hardware always
     holds its code); `proportion` and `partials`: availableMemoryProportion and
-    partialsType of matmuls and convs."""
+    partialsType of matmuls and convs; `recompute`: `allow_recompute`."""
     import ipu_keras as ipu
 
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = 1
+    cfg.allow_recompute = recompute
     cfg.ipu_model.compile_ipu_code = code
     cfg.ipu_model.tiles_per_ipu = MK2_TILES
     options = {"partialsType": partials}
@@ -41,14 +42,15 @@ def compile_only(fn, args=()):
     """Trace `fn(*args)` on the IPU and compile it: its memory summary, or the
     out-of-memory error's figures."""
     import ipu_keras as ipu
-    from ipu_keras._src.driver.compile import compile_for_ipu
+    from ipu_keras._src.driver import compile as driver_compile
+    from ipu_keras._src.runtime import outfeeds
     from ipu_keras._src.tracer import trace
     from ipu_keras.errors import OutOfTileMemoryError
 
     with ipu.scopes.ipu_scope("/device:IPU:0"):
-        traced = trace(fn, args)
+        traced = trace(fn, args, outfeed_queues=outfeeds.registry())
         try:
-            return compile_for_ipu(traced.graph).memory
+            return driver_compile.compile_for_ipu(traced.graph).memory
         except OutOfTileMemoryError as error:
             return out_of_memory(error)
 
@@ -244,11 +246,11 @@ def resnext50_inference(batch, proportion):
                         (np.zeros((batch, 224, 224, 3), np.float32),))
 
 
-def _half_resnet50(proportion):
+def _half_resnet50(proportion, recompute=False):
     """Keras's ResNet50 in float16 (weights and compute), half partials, code compiled."""
     import keras
 
-    configure(code=True, proportion=proportion, partials="half")
+    configure(code=True, proportion=proportion, partials="half", recompute=recompute)
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("float16")
     try:
@@ -264,24 +266,97 @@ def resnet50_half_inference(batch, proportion):
                         (np.zeros((batch, 224, 224, 3), np.float16),))
 
 
-def resnet50_half_training(batch, proportion):
-    """One step of ResNet-50 in float16 on `batch` images: cross-entropy, SGD with
-    momentum 0.9 (a float16 momentum per weight), every activation kept for the
-    backward pass (no recomputation)."""
+MLPERF_SPLITS = ("conv2_block1_out", "conv2_block3_out", "conv3_block4_out")
+"""The `pipeline-splits` of Graphcore's config resnet50_mlperf_bs16: the Keras ResNet50
+layers whose outputs end pipeline stages 0, 1 and 2."""
+
+
+def _split(model, ends):
+    """`model` (a chain of blocks) cut into sub-models after the layers named `ends`."""
+    import keras
+
+    cuts = [model.get_layer(name).output for name in ends]
+    return [keras.Model(a, b) for a, b in zip([model.inputs[0]] + cuts,
+                                              cuts + [model.outputs[0]])]
+
+
+def _fused_batch_norm_layer():
+    """Graphcore's `custom_batch_norm` (vision/cnns/tensorflow2/normalization/
+    batch_norm.py, `BatchNormIPU`): TensorFlow's fused batch norm on the float16
+    activations (one FusedBatchNormV3 and its gradient, statistics in float32), where
+    Keras 3's BatchNormalization builds the norm from float32 copies of them. Its
+    scale and offset are float32 here: TensorFlow's op wants them so (the IPU's took
+    float16); its moving statistics (per channel) are left out."""
+    import keras
     import tensorflow as tf
 
-    model = _half_resnet50(proportion)
-    weights = model.trainable_variables
-    momenta = [tf.Variable(tf.zeros_like(w)) for w in weights]
+    class FusedBatchNorm(keras.layers.Layer):
+        def __init__(self, epsilon=1.001e-5, **kwargs):
+            super().__init__(**kwargs)
+            self.epsilon = epsilon
+
+        def build(self, input_shape):
+            channels = (input_shape[-1],)
+            self.gamma = self.add_weight(shape=channels, dtype="float32", initializer="ones")
+            self.beta = self.add_weight(shape=channels, dtype="float32", initializer="zeros")
+
+        def call(self, x, training=None, mask=None):
+            del training, mask     # always batch statistics, as the training step uses
+            return tf.compat.v1.nn.fused_batch_norm(x, self.gamma, self.beta,
+                                                    epsilon=self.epsilon)[0]
+
+    return FusedBatchNorm
+
+
+def _with_fused_batch_norm(model):
+    """`model` cloned with each BatchNormalization replaced by `_fused_batch_norm_layer`."""
+    import keras
+
+    fused = _fused_batch_norm_layer()
+
+    def clone(layer):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            return fused(layer.epsilon, name=layer.name, dtype=layer.dtype_policy)
+        return layer.__class__.from_config(layer.get_config())
+
+    return keras.models.clone_model(model, clone_function=clone)
+
+
+def resnet50_half_pipelined_training(batch, proportion, recompute=True, accumulation=9):
+    """Graphcore's MLPerf ResNet-50 training config (resnet50_mlperf_bs16) on one IPU:
+    Keras's ResNet50 in float16 cut into four pipeline stages at `MLPERF_SPLITS`, all on
+    IPU 0 (device mapping [0, 0, 0, 0]) with the Sequential schedule, `accumulation`
+    micro-batches of `batch` images per weight update (the config's 2304 images over 16
+    replicas of 16: 9), SGD with momentum 0.9 (float16 momenta), Graphcore's fused batch
+    norm (`_with_fused_batch_norm`), `recompute`: `allow_recompute` (the Sequential
+    schedule's Auto mode recomputes interleaved)."""
+    import keras
+    import tensorflow as tf
+
+    import ipu_keras as ipu
+    from ipu_keras.ops import pipelining_ops as po
+
+    model = _with_fused_batch_norm(_half_resnet50(proportion, recompute))
+    stages = _split(model, MLPERF_SPLITS)
+    optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
+    optimizer.build(model.trainable_variables)
+    outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+
+    def stage(sub):
+        def run(x, labels):
+            return (sub(x, training=True), labels)
+        return run
+
+    def loss(logits, labels):
+        value = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits))
+        return po.OptimizerFunctionOutput(optimizer, value)
 
     def step(images, labels):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-                labels, model(images, training=True)))
-        for w, m, g in zip(weights, momenta, tape.gradient(loss, weights)):
-            m.assign(tf.cast(0.9, m.dtype) * m + tf.cast(g, m.dtype))
-            w.assign_sub(tf.cast(0.01, w.dtype) * m)
-        return loss
+        return po.pipeline(
+            [stage(sub) for sub in stages],
+            gradient_accumulation_count=accumulation, inputs=[images, labels],
+            outfeed_queue=outfeed, optimizer_function=loss, outfeed_loss=True,
+            device_mapping=[0, 0, 0, 0], pipeline_schedule=po.PipelineSchedule.Sequential)
 
     return compile_only(step, (np.zeros((batch, 224, 224, 3), np.float16),
                                np.zeros((batch,), np.int32)))
