@@ -31,6 +31,19 @@ _SUPPORTED = (
     ("ipu.pipelining_ops.pipeline", "stages on the simulated IPUs, gradients accumulated on "
      "the device; in tf.function and in TF1 graphs (`ipu_compiler.compile`); results leave "
      "through the outfeed in the SDK's structures", "2.1"),
+    ("ipu.config.IPUConfig.allow_recompute", "recomputation, as the SDK's compiler: in a "
+     "training pipeline each stage's backward pass recomputes its forward values from its "
+     "inputs and checkpoints (the memory plan frees them after the forward pass, the cycles "
+     "count the recomputed forward); outside pipelines casts of parameters are recomputed "
+     "per reader (not the Conv-Norm-non-linearity pattern: Keras 3 emits no fused norm)",
+     "2.1"),
+    ("ipu.pipelining_ops.RecomputationMode", "Auto, RecomputeThenBackpropagate, "
+     "RecomputeAndBackpropagateInterleaved, with the SDK's schedule rules; also "
+     "`set_pipelining_options(recomputation_mode=...)`", "2.1"),
+    ("ipu.pipelining_ops.recomputation_checkpoint", "kept values recomputation starts from "
+     "(RecomputeAndBackpropagateInterleaved); a view, no copy", "2.1"),
+    ("ipu_tensorflow_addons.keras.layers.RecomputationCheckpoint", "`ipu_keras_addons.keras."
+     "layers.RecomputationCheckpoint`: `recomputation_checkpoint` as a layer", "2.6"),
     ("ipu.scopes.ipu_scope: TF1 ops outside ipu_compiler.compile", "clustered for the IPU "
      "as the SDK's auto-clustering did: `Session.run` compiles each cluster (per input "
      "shape, cached) and runs it on the simulated IPU, gradients included; ops on variables "
