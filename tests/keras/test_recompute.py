@@ -98,3 +98,88 @@ def test_an_unknown_recomputation_mode_is_refused():
     model = ipu.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="recomputation_mode='Sometimes'"):
         model.set_pipelining_options(recomputation_mode="Sometimes")
+
+
+# -- pipelining_ops.pipeline and recomputation_checkpoint ---------------------------------
+
+
+def _pipeline(recompute, checkpoint, mode=None, schedule=po.PipelineSchedule.Sequential):
+    """Two stages on one IPU (three dense layers, then one); weights, executable."""
+    import tensorflow as tf
+
+    cfg = ipu.config.IPUConfig()
+    cfg.auto_select_ipus = 1
+    cfg.ipu_model.tiles_per_ipu = 64
+    cfg.allow_recompute = recompute
+    cfg.configure_ipu_system()
+    try:
+        keras.utils.set_random_seed(2)
+        layers = [keras.layers.Dense(48, activation="tanh") for _ in range(3)]
+        layers.append(keras.layers.Dense(10))
+        for layer, width in zip(layers, (32, 48, 48, 48)):
+            layer.build((None, width))
+        opt = keras.optimizers.SGD(0.1)
+        rng = np.random.default_rng(3)
+        data = tf.data.Dataset.from_tensor_slices((
+            rng.random((4 * MICRO, 32)).astype("float32"),
+            rng.integers(0, 10, 4 * MICRO).astype("int32"))).batch(MICRO, drop_remainder=True).repeat()
+        infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(data)
+        outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
+
+        def stage0(x, y):
+            h = layers[0](x)
+            if checkpoint:
+                h = po.recomputation_checkpoint(h)
+            return layers[2](layers[1](h)), y
+
+        def stage1(h, y):
+            return layers[3](h), y
+
+        def optimizer_function(logits, y):
+            return po.OptimizerFunctionOutput(opt, tf.reduce_mean(
+                keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)))
+
+        strategy = ipu.ipu_strategy.IPUStrategy()
+        with strategy.scope():
+            strategy.run(lambda: po.pipeline(
+                [stage0, stage1], gradient_accumulation_count=4, infeed_queue=infeed,
+                outfeed_queue=outfeed, optimizer_function=optimizer_function,
+                outfeed_loss=True, device_mapping=[0, 0], pipeline_schedule=schedule,
+                recomputation_mode=mode))
+        from ipu_keras._src.driver import executor
+        return ([w for layer in layers for w in layer.get_weights()],
+                executor.last_compiled().executable)
+    finally:
+        ipu.config.reset_ipu_configuration()
+
+
+@pytest.fixture(scope="module")
+def low_level():
+    return {(on, mark): _pipeline(on, mark) for on, mark in
+            ((False, False), (True, False), (True, True))}
+
+
+def _recompute_cycles(exe):
+    (plan,) = exe.info["pipelines"]
+    return [r["recompute"] for r in plan["stages"]]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_shortens_the_recomputation_and_no_number_changes(low_level):
+    plain, _ = low_level[False, False]
+    for key in ((True, False), (True, True)):
+        for a, b in zip(plain, low_level[key][0]):
+            np.testing.assert_array_equal(a, b)
+    whole = _recompute_cycles(low_level[True, False][1])
+    checkpointed = _recompute_cycles(low_level[True, True][1])
+    assert whole[1] == checkpointed[1] == 0          # the last stage: nothing recomputed
+    assert 0 < checkpointed[0] < whole[0]            # from the checkpoint, not the input
+    views = {row[8] for row in low_level[True, True][1].info["tensor_map"] if row[1] == "view"}
+    assert "recomputation_checkpoint" in views
+
+
+def test_a_mode_the_schedule_does_not_support_fails_to_compile():
+    from ipu_keras.errors import PipelineError
+
+    with pytest.raises(PipelineError, match="does not support the RecomputeThenBackpropagate"):
+        _pipeline(True, False, po.RecomputationMode.RecomputeThenBackpropagate)

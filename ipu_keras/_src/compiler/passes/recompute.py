@@ -24,8 +24,9 @@ driver/passes, and `pipelining_ops.RecomputationMode`):
     backward stage (stateful ops' outputs stashed). Checkpoints play no part.
   - RecomputeAndBackpropagateInterleaved (`pipeline_recomputation.cc`): a stage's
     backward pass recomputes the forward values it reads from the stage's inputs and
-    checkpoints, each recomputed op placed just before its first reader (the
-    interleaving); the last stage recomputes only what lies before its checkpoints (none
+    checkpoints (a checkpointed value is kept, whether the backward pass reads it or
+    the checkpoint's output), each recomputed op placed just before its first reader
+    (the interleaving); the last stage recomputes only what lies before its checkpoints (none
     without checkpoints: its backward follows its forward).
 * Everywhere but in a weight update (a conditional's branches here), a cast of a
   parameter (a graph input or a variable) read by several equations is cloned before
@@ -129,6 +130,8 @@ class _Plan:
                    and not self.eqns[i].subgraphs()}
         if last:
             allowed &= self._before_checkpoints(fwd)
+        if mode != THEN:    # a checkpoint views its operand: what made it is kept too
+            allowed -= {self.producer.get(e.inputs[0].id) for e in self._checkpoints(fwd)}
         if mode == THEN:
             roots = {v.id for j, e in enumerate(self.eqns) if j not in fwd for v in e.inputs}
         else:
@@ -137,10 +140,13 @@ class _Plan:
         if cluster:
             self._copy(cluster, bwd, mode)
 
+    def _checkpoints(self, fwd):
+        return [self.eqns[i] for i in sorted(fwd)
+                if get_op(self.eqns[i].op).recompute == "checkpoint"]
+
     def _before_checkpoints(self, fwd):
         """The forward equations that reach a checkpoint of the stage."""
-        marks = [i for i in fwd if get_op(self.eqns[i].op).recompute == "checkpoint"]
-        return self._ancestors({v.id for i in marks for v in self.eqns[i].inputs}, fwd)
+        return self._ancestors({v.id for e in self._checkpoints(fwd) for v in e.inputs}, fwd)
 
     def _ancestors(self, ids, within):
         found, todo = set(), list(ids)
