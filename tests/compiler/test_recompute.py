@@ -13,6 +13,7 @@ import pytest
 
 from ipu_keras._src.compiler import compile_graph
 from ipu_keras._src.compiler.passes.lower import step_cycles
+from ipu_keras._src.compiler.passes.memory import CODE_CATEGORIES
 from ipu_keras._src.compiler.passes.recompute import recompute, recompute_stages
 from ipu_keras._src.compiler.passes.stages import is_recomputed
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
@@ -90,7 +91,8 @@ def compiled():
 def test_the_backward_pass_reads_copies_of_the_recomputed_activations():
     body = body_of(recompute(pipeline_loop(), allow_recompute=True))
     copies = [e for e in body.equations if is_recomputed(e)]
-    assert [e.source.node for e in copies] == ["recomputation/stage0/a1", "recomputation/stage0/a2"]
+    assert [e.source.node for e in copies] == ["recomputation/stage0/a1",
+                                               "recomputation/stage0/a2"]
     assert all(e.stage == 0 for e in copies)
     # Interleaved: each copy just before its first reader, stage 0's backward pass.
     nodes = [e.source.node for e in body.equations]
@@ -145,11 +147,23 @@ def test_results_are_the_same_bits(compiled):
 def test_recompute_then_backpropagate_reruns_the_whole_stage():
     body = body_of(recompute(pipeline_loop("Grouped"), allow_recompute=True))
     copies = [e.source.node for e in body.equations if is_recomputed(e)]
-    assert copies == ["recomputation/stage0/a1", "recomputation/stage0/a2",
-                      "recomputation/stage0/h"]
+    assert copies == ["recomputation/shared/stage0/a1", "recomputation/shared/stage0/a2",
+                      "recomputation/shared/stage0/h"]
     nodes = [e.source.node for e in body.equations]
     at = nodes.index("gradient_tape/stage0/grad")     # the stage, then its backward
     assert nodes[at - 3:at] == copies
+
+
+def test_only_the_interleaved_copies_have_code_of_their_own():
+    # RecomputeThenBackpropagate reruns the forward stage's program; the interleaved
+    # mode's copies are new steps with their own vertices and control code.
+    def code(schedule, on):
+        exe = compile_graph(pipeline_loop(schedule), small_target(16), allow_recompute=on)
+        return {k: exe.memory["categories"][k] for k in CODE_CATEGORIES}
+
+    assert code("Grouped", True) == code("Grouped", False)
+    grown = code("Sequential", True)
+    assert grown["vertex_state"] > code("Sequential", False)["vertex_state"]
 
 
 def test_a_checkpoint_is_kept_and_recomputation_starts_from_it():

@@ -122,7 +122,8 @@ def _pipeline(recompute, checkpoint, mode=None, schedule=po.PipelineSchedule.Seq
         rng = np.random.default_rng(3)
         data = tf.data.Dataset.from_tensor_slices((
             rng.random((4 * MICRO, 32)).astype("float32"),
-            rng.integers(0, 10, 4 * MICRO).astype("int32"))).batch(MICRO, drop_remainder=True).repeat()
+            rng.integers(0, 10, 4 * MICRO).astype("int32")))
+        data = data.batch(MICRO, drop_remainder=True).repeat()
         infeed = ipu.ipu_infeed_queue.IPUInfeedQueue(data)
         outfeed = ipu.ipu_outfeed_queue.IPUOutfeedQueue()
 

@@ -5,8 +5,9 @@ element of each host stream on the tiles it lands on or leaves from), vertex sta
 vertex) and, when `compile_ipu_code` is on, code: vertex code (per distinct vertex type
 on a tile), control code (per program step, on every tile) and exchange code (per
 exchange phase, on each receiving tile); an outlined function's body shared by several
-calls is counted once (`walk_once`). Vertex state is data, not code: Poplar counts it
-whether or not the code is compiled. Graphcore's tut4 profile of an IPU Model that does
+calls is counted once (`walk_once`), and so is a forward stage rerun by
+RecomputeThenBackpropagate (`stages.shares_forward_code`). Vertex state is data, not
+code: Poplar counts it whether or not the code is compiled. Graphcore's tut4 profile of an IPU Model that does
 not compile code (github.com/graphcore/examples @ 3cc8f81,
 tutorials/tutorials/poplar/tut4_profiling/screenshots: PopVision_GA_memory.png shows
 0 B of control, vertex and exchange code; PopVision_GA_liveness.png lists
@@ -31,6 +32,7 @@ import numpy as np
 
 from ipu_keras._src.compiler.passes import traffic
 from ipu_keras._src.compiler.passes.outline import body_key, is_outlined
+from ipu_keras._src.compiler.passes.stages import shares_forward_code
 from ipu_keras._src.flags import engine_options, flag_as_bool
 from ipu_keras.errors import OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
@@ -191,7 +193,7 @@ def _code(graph, live, compile_ipu_code):
     steps = 0
     for eqn in walk_once(graph):
         if get_op(eqn.op).role in ("constant", "variable_read", "loop", "branch",
-                                   "subgraph_call"):
+                                   "subgraph_call") or shares_forward_code(eqn):
             continue
         steps += 1
         received = traffic.received_bytes(eqn, live.map)

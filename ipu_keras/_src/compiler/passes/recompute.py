@@ -21,7 +21,10 @@ driver/passes, and `pipelining_ops.RecomputationMode`):
   Sequential and RecomputeAndBackpropagateInterleaved under Interleaved.
   - RecomputeThenBackpropagate (`pipeline_recomputation_stage_inserter.cc`): every stage
     but the last runs its whole forward stage again, from its inputs, right before its
-    backward stage (stateful ops' outputs stashed). Checkpoints play no part.
+    backward stage (stateful ops' outputs stashed). Checkpoints play no part. The rerun
+    shares the forward stage's code ("better code reuse", `RecomputationMode`): its
+    copies are marked `recomputation/shared/` and the memory plan counts no code or
+    vertex state for them.
   - RecomputeAndBackpropagateInterleaved (`pipeline_recomputation.cc`): a stage's
     backward pass recomputes the forward values it reads from the stage's inputs and
     checkpoints (a checkpointed value is kept, whether the backward pass reads it or
@@ -42,7 +45,7 @@ as views, which cost nothing.
 import dataclasses
 
 from ipu_keras._src.compiler.passes.rewrite import substitute
-from ipu_keras._src.compiler.passes.stages import RECOMPUTED_MARKER, is_backward
+from ipu_keras._src.compiler.passes.stages import RECOMPUTED_MARKER, SHARED_MARKER, is_backward
 from ipu_keras._src.ir.graph import Graph, Source, Value
 from ipu_keras._src.ops.registry import get_op
 from ipu_keras.errors import PipelineError
@@ -167,12 +170,13 @@ class _Plan:
         order = sorted(cluster)
         new = {}
         copies = {}
+        marker = SHARED_MARKER if mode == THEN else RECOMPUTED_MARKER
         for i in order:
             eqn = self.eqns[i]
             outputs = [Value(v.type, v.name) for v in eqn.outputs]
             copies[i] = dataclasses.replace(
                 eqn, inputs=substitute(eqn.inputs, new), outputs=outputs,
-                source=Source(RECOMPUTED_MARKER + eqn.source.node, eqn.source.layer))
+                source=Source(marker + eqn.source.node, eqn.source.layer))
             new.update((old.id, out) for old, out in zip(eqn.outputs, outputs))
         for j in bwd:
             if any(v.id in new for v in self.eqns[j].inputs):

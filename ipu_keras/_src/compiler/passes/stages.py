@@ -6,11 +6,14 @@ gradient accumulation of `pipelining_ops`). The `pipeline` analysis times the pa
 apart and the planner applies each pass's `PipelineStageOptions`.
 
 An equation the `recompute` pass made is a forward equation run again in the backward
-pass (its node under `recomputation/`): `is_recomputed`.
+pass (its node under `recomputation/`): `is_recomputed`. Under RecomputeThenBackpropagate
+the recomputation reruns the forward stage's own program (`recomputation/shared/`):
+`shares_forward_code`.
 """
 
 BACKWARD_MARKERS = ("gradient_tape/", "gradients/")
 RECOMPUTED_MARKER = "recomputation/"
+SHARED_MARKER = RECOMPUTED_MARKER + "shared/"
 
 
 def is_backward(eqn):
@@ -22,3 +25,8 @@ def is_backward(eqn):
 def is_recomputed(eqn):
     """Whether `eqn` is a forward equation recomputed for the backward pass."""
     return eqn.source.node.startswith(RECOMPUTED_MARKER)
+
+
+def shares_forward_code(eqn):
+    """Whether `eqn` reruns its forward equation's code (no code or vertices of its own)."""
+    return eqn.source.node.startswith(SHARED_MARKER)
