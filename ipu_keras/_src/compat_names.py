@@ -34,9 +34,9 @@ _SUPPORTED = (
     ("ipu.config.IPUConfig.allow_recompute", "recomputation, as the SDK's compiler: in a "
      "training pipeline each stage's backward pass recomputes its forward values from its "
      "inputs and checkpoints (the memory plan frees them after the forward pass, the cycles "
-     "count the recomputed forward); outside pipelines casts of parameters are recomputed "
-     "per reader (not the Conv-Norm-non-linearity pattern: Keras 3 emits no fused norm)",
-     "2.1"),
+     "count the recomputed forward); outside pipelines Conv -> fused batch norm (-> relu or "
+     "sigmoid) chains are recomputed before their gradients and casts of parameters per "
+     "reader", "2.1"),
     ("ipu.pipelining_ops.RecomputationMode", "Auto, RecomputeThenBackpropagate, "
      "RecomputeAndBackpropagateInterleaved, with the SDK's schedule rules; also "
      "`set_pipelining_options(recomputation_mode=...)`", "2.1"),

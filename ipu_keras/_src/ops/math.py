@@ -86,9 +86,9 @@ def _codelet(fn, predicate, split=False):
 
 
 def _register(name, shape, kernel, cost, rowwise=True, tile_rule="elementwise",
-              recompute="again"):
+              recompute="again", chain=None):
     register_op(name, shape=shape, kernel=kernel, cost=cost, mapping="elementwise",
-                rowwise=rowwise, tile_rule=tile_rule, recompute=recompute)
+                rowwise=rowwise, tile_rule=tile_rule, recompute=recompute, chain=chain)
     _ir_ops.append(name)
 
 
@@ -104,10 +104,10 @@ def _direct(op, tf_types):
         _tf_types.append(tf_type)
 
 
-def _elementwise(name, fn, kind, *tf_types, cost=None):
+def _elementwise(name, fn, kind, *tf_types, cost=None, chain=None):
     """An op whose output has its inputs' dtype, imported from each of `tf_types`."""
     _register(name, _same_rule, _codelet(fn, False, split=kind == TRANSCENDENTAL),
-              cost or _per_output(kind))
+              cost or _per_output(kind), chain=chain)
     _direct(name, tf_types)
 
 
@@ -292,7 +292,7 @@ _elementwise("expm1", np.expm1, TRANSCENDENTAL, "Expm1")
 _elementwise("log", np.log, TRANSCENDENTAL, "Log")
 _elementwise("log1p", np.log1p, TRANSCENDENTAL, "Log1p")
 _elementwise("tanh", np.tanh, TRANSCENDENTAL, "Tanh")
-_elementwise("sigmoid", _sigmoid, TRANSCENDENTAL, "Sigmoid")
+_elementwise("sigmoid", _sigmoid, TRANSCENDENTAL, "Sigmoid", chain="nonlinearity")
 _elementwise("erf", _erf, TRANSCENDENTAL, "Erf")
 _elementwise("erfc", _erfc, TRANSCENDENTAL, "Erfc")
 _elementwise("sin", np.sin, TRANSCENDENTAL, "Sin")
@@ -311,7 +311,8 @@ _elementwise("ones_like", np.ones_like, COPY, "OnesLike")
 
 # Gradients of unary ops, from the op's output y and the upstream gradient dy.
 _elementwise("tanh_grad", lambda y, dy: dy * (1 - y * y), VECTOR, "TanhGrad")
-_elementwise("sigmoid_grad", lambda y, dy: dy * (y * (1 - y)), VECTOR, "SigmoidGrad")
+_elementwise("sigmoid_grad", lambda y, dy: dy * (y * (1 - y)), VECTOR, "SigmoidGrad",
+             chain="nonlinearity_grad")
 _elementwise("sqrt_grad", lambda y, dy: dy * 0.5 / y, VECTOR, "SqrtGrad")
 _elementwise("rsqrt_grad", lambda y, dy: (y * y * y) * dy * -0.5, VECTOR, "RsqrtGrad")
 _elementwise("reciprocal_grad", lambda y, dy: -dy * y * y, VECTOR,

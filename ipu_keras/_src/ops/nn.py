@@ -246,10 +246,13 @@ def _import_activation(op, attrs):
     return importer
 
 
+_CHAIN = {"relu": "nonlinearity", "relu_grad": "nonlinearity_grad"}
+"""The activations of IPU TensorFlow's recomputed Conv -> Norm -> non-linearity chain."""
+
 for _op, _tf_type, _kind, _kernel, _attrs in _ACTIVATIONS:
     register_op(_op, shape=same_type, cost=per_output_element(_kind), mapping="elementwise",
                 kernel=cores.rowwise_kernel(_kernel) if _kind == "transcendental" else _kernel,
-                rowwise=True, tile_rule="elementwise")
+                rowwise=True, tile_rule="elementwise", chain=_CHAIN.get(_op))
     tf_import(_tf_type)(_import_activation(_op, _attrs))
 
 

@@ -108,9 +108,9 @@ def _cost(per_element):
 
 
 register_op("batch_norm", shape=_batch_norm_shape, kernel=_batch_norm, cost=_cost(3),
-            mapping="elementwise", tile_rule="channel")
+            mapping="elementwise", tile_rule="channel", chain="norm")
 register_op("batch_norm_grad", shape=_batch_norm_grad_shape, kernel=_batch_norm_grad,
-            cost=_cost(4), mapping="elementwise", tile_rule="channel")
+            cost=_cost(4), mapping="elementwise", tile_rule="channel", chain="norm_grad")
 
 
 def _params(node):

@@ -49,7 +49,11 @@ op it owns:
     outputs (a stateful op: IPU TensorFlow stashes what draws random numbers, Dropout);
     "per_use": a conversion, cloned before each reader when its operand is a parameter
     (IPU TensorFlow's RecomputeCasts); "checkpoint": a recomputation checkpoint, whose
-    value is kept and where recomputation starts.
+    value is kept and where recomputation starts;
+  - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
+    recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
+    "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,
+    sigmoid), "nonlinearity_grad"; None (default) for no part.
 
 A module may also register, with `register_pair`, one kernel for an op followed by the
 only reader of its output (the engine's pairs, `simulator/pairs.py`).
@@ -82,6 +86,7 @@ TILE_RULES = ("elementwise", "rows", "reduce", "channel", "window", "conv", "mat
 PLANS = ("matmul", "conv", "gather")
 EXCHANGES = ("operands", "rows", "tree", "variable", "none")
 RECOMPUTE = ("again", "never", "per_use", "checkpoint")
+CHAINS = ("norm", "norm_grad", "nonlinearity", "nonlinearity_grad")
 FULL = None
 """In a `tile_axes` axis map: the operand axis is needed whole."""
 
@@ -110,6 +115,7 @@ class OpDef:
     exchange: str = "operands"
     reduced_axes: object = None
     recompute: str = "again"
+    chain: str = None
 
     def tile_rule_for(self, params):
         """The strict tile rule of one equation of this op (see `tile_rule`)."""
@@ -136,7 +142,7 @@ def axes_of_params(params, rank):
 def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False,
                 rowwise=False, role="compute", tile_rule="fallback", tile_moves=None,
                 tile_fill=None, tile_index=None, tile_axes=None, plan=None, problem=None,
-                exchange=None, reduced_axes=axes_of_params, recompute="again"):
+                exchange=None, reduced_axes=axes_of_params, recompute="again", chain=None):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -152,6 +158,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     _check_fact(name, "plan", plan, PLANS + (None,))
     _check_fact(name, "exchange", exchange, EXCHANGES)
     _check_fact(name, "recompute", recompute, RECOMPUTE)
+    _check_fact(name, "chain", chain, CHAINS + (None,))
     if not callable(tile_rule):
         _check_fact(name, "tile_rule", tile_rule, TILE_RULES)
     if tile_rule == "probe" and tile_moves is None:
@@ -159,7 +166,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise,
                        role, tile_rule, tile_moves, tile_fill, tile_index, tile_axes, plan,
-                       problem, exchange, reduced_axes, recompute)
+                       problem, exchange, reduced_axes, recompute, chain)
     return _OPS[name]
 
 

@@ -35,10 +35,15 @@ driver/passes, and `pipelining_ops.RecomputationMode`):
   parameter (a graph input or a variable) read by several equations is cloned before
   each reader (`recompute_casts.cc`): the op's "per_use" fact.
 
-Not modelled: the Conv -> Norm -> non-linearity pattern `recompute_instructions.cc`
-recomputes outside pipelines matches a fused norm op, which Keras 3's
-BatchNormalization does not emit (it builds the norm from Mean, SquaredDifference and
-Rsqrt); and recomputation suggestions (deprecated in SDK 2.2). Outside pipelines
+* Outside pipelines, a forward conv whose output only a batch norm (of batch statistics)
+  and that norm's gradient read is recomputed with the norm before the gradient, and
+  with the relu or sigmoid after the norm when that non-linearity's gradient and a
+  backward conv read it (`recompute_instructions.cc`, ConvNormNL and ConvNorm): the ops'
+  `chain` fact. The norm must be a fused one (FusedBatchNorm*, as tf.compat.v1 code and
+  Graphcore's own layers make): Keras 3's BatchNormalization builds the norm from Mean,
+  SquaredDifference and Rsqrt, which no chain matches, as on the IPU.
+
+Not modelled: recomputation suggestions (deprecated in SDK 2.2). Outside pipelines
 Graphcore removes checkpoints (`recomputation_checkpoint_remover.cc`): here they stay
 as views, which cost nothing.
 """
@@ -79,19 +84,22 @@ def recomputation_mode(pipeline):
     return mode
 
 
-def _rewrite(graph, update):
+def _rewrite(graph, update, pipeline=False):
     equations = []
     for eqn in graph.equations:
         if eqn.subgraphs():
             role = get_op(eqn.op).role
-            params = {k: _rewrite(v, update or role == "branch") if isinstance(v, Graph)
-                      else v for k, v in eqn.params.items()}
-            if role == "loop" and eqn.pipeline:
+            piped = role == "loop" and bool(eqn.pipeline)
+            params = {k: _rewrite(v, update or role == "branch", piped and k == "body")
+                      if isinstance(v, Graph) else v for k, v in eqn.params.items()}
+            if piped:
                 params["body"] = recompute_stages(params["body"],
                                                   recomputation_mode(eqn.pipeline))
             eqn = dataclasses.replace(eqn, params=params)
         equations.append(eqn)
     graph = graph.replace(equations=equations)
+    if not pipeline:   # a pipeline's stages are apart in Graphcore's HLO: no chain spans them
+        graph = recompute_chains(graph)
     return graph if update else recompute_casts(graph)
 
 
@@ -141,7 +149,7 @@ class _Plan:
             roots = {v.id for j in bwd for v in self.eqns[j].inputs}
         cluster = self._cluster(roots, allowed)
         if cluster:
-            self._copy(cluster, bwd, mode)
+            self.copy(cluster, bwd, mode)
 
     def _checkpoints(self, fwd):
         return [self.eqns[i] for i in sorted(fwd)
@@ -166,7 +174,9 @@ class _Plan:
         return self._ancestors({r for r in roots if self.producer.get(r) in allowed},
                                allowed)
 
-    def _copy(self, cluster, bwd, mode):
+    def copy(self, cluster, bwd, mode):
+        """Copies of the equations `cluster` for the readers `bwd`, which are rewired to
+        them: all before the first reader (THEN), or each before its own first reader."""
         order = sorted(cluster)
         new = {}
         copies = {}
@@ -209,6 +219,63 @@ class _Plan:
                 eqn = dataclasses.replace(eqn, inputs=self._inputs(j))
             out.append(eqn)
         return out
+
+
+# -- Conv -> Norm -> non-linearity chains ------------------------------------------------
+
+
+def recompute_chains(graph):
+    """`graph` whose Conv -> Norm (-> non-linearity) chains are recomputed just before the
+    backward pass reads them (IPU TensorFlow's RecomputeInstructions): a forward conv read
+    only by a batch norm of batch statistics and that norm's gradient; the gradient then
+    reads copies of the conv and the norm (its statistics), and, when the norm's output
+    goes through a relu or sigmoid that its gradient and a backward conv read, those read
+    a copy of the non-linearity too."""
+    plan = _Plan(graph.equations)
+    readers = {}
+    for j, eqn in enumerate(graph.equations):
+        for v in {v.id for v in eqn.inputs}:
+            readers.setdefault(v, []).append(j)
+    for i, eqn in enumerate(graph.equations):
+        found = _chain_at(graph.equations, i, readers)
+        if found:
+            cluster, reading = found
+            plan.copy(cluster, reading, INTERLEAVED)
+    return graph if not plan.inserts else graph.replace(equations=plan.equations())
+
+
+def _chain_at(eqns, i, readers):
+    """(equations to recompute, their backward readers) of a chain starting at conv `i`."""
+    conv = eqns[i]
+    if not _is_conv(conv) or is_backward(conv) or len(conv.outputs) != 1:
+        return None
+    users = readers.get(conv.outputs[0].id, [])
+    chain = {get_op(eqns[j].op).chain: j for j in users}
+    if len(users) != 2 or set(chain) != {"norm", "norm_grad"}:
+        return None
+    norm, grad = chain["norm"], chain["norm_grad"]
+    if not eqns[norm].params.get("training", True):
+        return None
+    cluster, reading = [i, norm], [grad]
+    for j in readers.get(eqns[norm].outputs[0].id, []):
+        if get_op(eqns[j].op).chain != "nonlinearity":
+            continue
+        after = [eqns[k] for k in readers.get(eqns[j].outputs[0].id, [])]
+        back = [k for k, e in zip(readers.get(eqns[j].outputs[0].id, []), after)
+                if get_op(e.op).chain == "nonlinearity_grad"
+                or (_is_conv(e) and is_backward(e))]
+        kinds = {get_op(eqns[k].op).chain or "conv" for k in back}
+        if {"nonlinearity_grad", "conv"} <= kinds:
+            cluster.append(j)
+            reading += back
+        break
+    return cluster, reading
+
+
+def _is_conv(eqn):
+    """Whether `eqn` poses a convolution to the planner (a conv or its gradients)."""
+    opdef = get_op(eqn.op)
+    return opdef.plan == "conv"
 
 
 # -- casts --------------------------------------------------------------------------------
