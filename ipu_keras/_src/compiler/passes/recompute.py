@@ -131,10 +131,11 @@ class _Plan:
         self.rewired = {}           # index of a backward equation -> {old id: new value}
 
     def stage(self, k, mode, last):
-        fwd = {i for i, e in enumerate(self.eqns) if e.stage == k and not is_backward(e)}
         bwd = [i for i, e in enumerate(self.eqns) if e.stage == k and is_backward(e)]
-        if not bwd or not fwd:
+        if not bwd:
             return
+        fwd = {i for i, e in enumerate(self.eqns[:min(bwd)])    # before its backward pass
+               if e.stage == k and not is_backward(e)}
         again = ("again", "per_use") + (("checkpoint",) if mode == THEN else ())
         allowed = {i for i in fwd if get_op(self.eqns[i].op).role == "compute"
                    and get_op(self.eqns[i].op).recompute in again
