@@ -13,6 +13,7 @@ import pytest
 
 import ipu_keras as ipu
 from ipu_keras._src.keras.trainer import _last_program
+from ipu_keras._src.reports.timeline import ipu_lines, ipus_section
 from ipu_keras.ops import pipelining_ops as po
 
 G, MICRO, STEPS = 2, 64, 4
@@ -81,6 +82,8 @@ def test_the_stages_before_the_last_recompute_their_forward_pass(sequential):
     drop = off.memory["loop_liveness"][turn] - on.memory["loop_liveness"][turn]
     assert drop == MICRO * 64 * 4
     assert max(on.memory["loop_liveness"]) <= max(off.memory["loop_liveness"])
+    lines = ipu_lines({"ipus": ipus_section(on)})
+    assert f"(recomputing the forward pass: {rows_on[1]['recompute']:,})" in "\n".join(lines)
 
 
 @pytest.mark.slow

@@ -31,9 +31,11 @@ def ipu_lines(report):
                      f"{p['depth']}): {p['makespan_cycles']:,} cycles per run, serial "
                      f"{p['serial_cycles']:,} ({saving:.2f}x)")
         for row in p["stages"]:
+            again = (f" (recomputing the forward pass: {row['recompute']:,})"
+                     if row.get("recompute") else "")
             lines.append(f"  stage {row['stage']} on IPU {row['ipu']}: forward "
-                         f"{row['forward']:,}, backward {row['backward']:,} cycles per "
-                         f"micro-batch")
+                         f"{row['forward']:,}, backward {row['backward']:,}{again} cycles "
+                         f"per micro-batch")
         if p["other"]:
             lines.append(f"  outside the stages: {p['other']:,} cycles per micro-batch")
         for ipu in p["ipus"]:
