@@ -98,9 +98,14 @@ def test_recompute_then_backpropagate_trains_the_same_under_grouped():
 
 
 def test_an_unknown_recomputation_mode_is_refused():
+    from ipu_keras.errors import PipelineError
+
     model = ipu.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="recomputation_mode='Sometimes'"):
         model.set_pipelining_options(recomputation_mode="Sometimes")
+    with pytest.raises(PipelineError, match="recomputation_mode='Sometimes'"):
+        po.pipeline([lambda x: x, lambda x: x], gradient_accumulation_count=2,
+                    recomputation_mode="Sometimes")
 
 
 # -- pipelining_ops.pipeline and recomputation_checkpoint ---------------------------------

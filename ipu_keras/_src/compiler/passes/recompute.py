@@ -57,8 +57,6 @@ from ipu_keras.errors import PipelineError
 
 THEN = "RecomputeThenBackpropagate"
 INTERLEAVED = "RecomputeAndBackpropagateInterleaved"
-MODES = ("Auto", THEN, INTERLEAVED)
-"""`pipelining_ops.RecomputationMode`'s names, in the order of its values."""
 _SUPPORTED = {THEN: ("Grouped", "Interleaved"), INTERLEAVED: ("Grouped", "Sequential")}
 
 
