@@ -27,7 +27,7 @@ import dataclasses
 
 import pytest
 
-from tests.fidelity import memory_workloads as work
+from tests.fidelity import case_params, memory_workloads as work
 
 EX = "graphcore/examples@3cc8f81"
 TF = "graphcore/tensorflow@b2127bb"
@@ -259,17 +259,7 @@ def print_table(rows, title="memory cases"):
         print(format_row(case, fits, total, max_tile))
 
 
-@pytest.fixture(autouse=True)
-def _reset_configuration():
-    yield
-    from ipu_keras import config
-
-    config.reset_ipu_configuration()
-
-
-@pytest.mark.parametrize("case,workload", [
-    pytest.param(c, w, id=c.name, marks=[pytest.mark.slow] if c.slow else [])
-    for c, w in CASES])
+@pytest.mark.parametrize("case,workload", case_params(CASES))
 def test_the_simulator_agrees_with_the_published_claim(case, workload, capsys):
     fits, total, max_tile = run_case(case, workload)
     with capsys.disabled():

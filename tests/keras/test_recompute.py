@@ -7,6 +7,8 @@ recomputation, it must reach the same weights bit for bit (the recomputed forwar
 values are the same kernels on the same operands), while the backward passes of the
 stages before the last recompute their activations: more cycles, fewer bytes live.
 """
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -19,13 +21,22 @@ from ipu_keras.ops import pipelining_ops as po
 G, MICRO, STEPS = 2, 64, 4
 
 
-def _train(schedule, mode, recompute, g=G, steps=STEPS):
+@contextlib.contextmanager
+def one_ipu(recompute, tiles):
+    """One IPU of `tiles` tiles, recomputation on or off, for the duration."""
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = 1
-    cfg.ipu_model.tiles_per_ipu = 64
+    cfg.ipu_model.tiles_per_ipu = tiles
     cfg.allow_recompute = recompute
     cfg.configure_ipu_system()
     try:
+        yield
+    finally:
+        ipu.config.reset_ipu_configuration()
+
+
+def _train(schedule, mode, recompute, g=G, steps=STEPS):
+    with one_ipu(recompute, tiles=64):
         keras.utils.set_random_seed(1)
         model = ipu.Sequential([
             keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
@@ -42,8 +53,6 @@ def _train(schedule, mode, recompute, g=G, steps=STEPS):
         y = rng.integers(0, 10, steps * MICRO)
         history = model.fit(x, y, batch_size=MICRO, epochs=1, shuffle=False, verbose=0)
         return model.get_weights(), history.history["loss"], _last_program(model).executable
-    finally:
-        ipu.config.reset_ipu_configuration()
 
 
 @pytest.fixture(scope="module")
@@ -115,12 +124,7 @@ def _pipeline(recompute, checkpoint, mode=None, schedule=po.PipelineSchedule.Seq
     """Two stages on one IPU (three dense layers, then one); weights, executable."""
     import tensorflow as tf
 
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 1
-    cfg.ipu_model.tiles_per_ipu = 64
-    cfg.allow_recompute = recompute
-    cfg.configure_ipu_system()
-    try:
+    with one_ipu(recompute, tiles=64):
         keras.utils.set_random_seed(2)
         layers = [keras.layers.Dense(48, activation="tanh") for _ in range(3)]
         layers.append(keras.layers.Dense(10))
@@ -158,8 +162,6 @@ def _pipeline(recompute, checkpoint, mode=None, schedule=po.PipelineSchedule.Seq
         from ipu_keras._src.driver import executor
         return ([w for layer in layers for w in layer.get_weights()],
                 executor.last_compiled().executable)
-    finally:
-        ipu.config.reset_ipu_configuration()
 
 
 @pytest.fixture(scope="module")

@@ -17,17 +17,13 @@ import tensorflow as tf
 import ipu_keras as ipu
 from ipu_keras._src.conformance import tolerances as T
 from ipu_keras._src.driver import executor
+from tests.keras.test_recompute import one_ipu
 
 SHAPE = (4, 16, 16, 16)
 
 
 def _step(recompute):
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 1
-    cfg.ipu_model.tiles_per_ipu = 32
-    cfg.allow_recompute = recompute
-    cfg.configure_ipu_system()
-    try:
+    with one_ipu(recompute, tiles=32):
         rng = np.random.default_rng(5)
         kernels = [tf.Variable(rng.normal(size=s).astype("float32") * 0.2)
                    for s in ((3, 3, 8, 16), (3, 3, 16, 16))]
@@ -47,8 +43,6 @@ def _step(recompute):
         with strategy.scope():
             grads = strategy.run(tf.function(step), args=(x,))
         return [g.numpy() for g in grads], executor.last_compiled().executable
-    finally:
-        ipu.config.reset_ipu_configuration()
 
 
 @pytest.fixture(scope="module")
