@@ -7,8 +7,9 @@ compute on the slowest tile (`device/cost.py`), the exchange that brings the
 operands there (`traffic.py`, busiest receiving tile), one sync per superstep
 (external when the step spans IPUs or talks to the host), host I/O for stream
 copies and calls to the host (host embeddings) and, in the main block, for the
-program's arguments and results (a compiled function's inputs stream in from the host, its outputs back: profile row
-"host_transfer"). Reductions take one superstep to reduce in place and one per stage
+program's arguments and results (a compiled function's inputs stream in from the host,
+its outputs back: profile row "host_transfer"); a loop's body, the copy of its results
+into the loop's state (`_loop_state_copy`). Reductions take one superstep to reduce in place and one per stage
 of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. A
 counted loop's condition and dead counters cost nothing, as it runs as a Poplar Repeat
 (`repeat.py`). An outlined function's calls share one body block (`Call` steps,
