@@ -1,31 +1,29 @@
 """Lowering: a mapped, planned graph -> the `Executable`'s blocks of steps.
 
-Every IR value gets a slot; constants become preset slots; each graph level becomes
-a block. Each step's cycles are computed here, once, from the tile map (and the
-plans of matmuls, convolutions and gathers) and the target, and summed per block:
-compute on the slowest tile (`device/cost.py`), the exchange that brings the
-operands there (`traffic.py`, busiest receiving tile), one sync per superstep
-(external when the step spans IPUs or talks to the host), host I/O for stream
-copies and calls to the host (host embeddings) and, in the main block, for the
-program's arguments and results (a compiled function's inputs stream in from the host,
-its outputs back: profile row "host_transfer"); a loop's body, the copy of its results
-into the loop's state (`_loop_state_copy`). Reductions take one superstep to reduce in place and one per stage
+Every IR value gets a slot; constants become preset slots; each graph level becomes a
+block. Each step's cycles are computed here, once, from the tile map (and the plans of
+matmuls, convolutions and gathers) and the target, and summed per block: compute on the
+slowest tile (`device/cost.py`), the exchange that brings the operands there
+(`traffic.py`, busiest receiving tile), one sync per superstep (external when the step
+spans IPUs or talks to the host), host I/O for stream copies and calls to the host (host
+embeddings) and, in the main block, for the program's arguments and results (a compiled
+function's inputs stream in from the host, its outputs back: profile row
+"host_transfer"); a loop's body, the copy of its results into the loop's state
+(`_loop_state_copy`). Reductions take one superstep to reduce in place and one per stage
 of their reduction tree (`reduction.py`); planned ops take their plan's supersteps. A
 counted loop's condition and dead counters cost nothing, as it runs as a Poplar Repeat
 (`repeat.py`). An outlined function's calls share one body block (`Call` steps,
 `outline.py`), each call charged its overhead and argument and result copies
-(`cost.call_cycles`). Each
-block (a `device/steps.Block` of typed steps) also keeps a `profile` for reports: a
-`ProfileRow` per costed or control-flow step (op, Keras layer, its cycles, its
-sub-blocks); the engine does not read it. `sources` gives each step's `Source`
-(TensorFlow node, Keras layer), for errors raised while it runs (floating-point traps).
-And it keeps `tiles`, the `TileFacts` the strict tile mode (`simulator/strict.py`) checks:
-`slots`, a `TileMapping` for every value the block defines; `steps`, per step a
-`StepTraffic`: the bytes the busiest tile receives as the cost model charges it, its
-source and, for a matmul plan that splits k or cuts 2-d blocks, `k_split`,
-`partial_bytes` and the blocks' shape (the strict mode measures such a step as the plan
-runs it); block 0 adds `variables`, a
-`TileMapping` per variable.
+(`cost.call_cycles`). Each block (a `device/steps.Block` of typed steps) also keeps a
+`profile` for reports: a `ProfileRow` per costed or control-flow step (op, Keras layer,
+its cycles, its sub-blocks); the engine does not read it. `sources` gives each step's
+`Source` (TensorFlow node, Keras layer), for errors raised while it runs (floating-point
+traps). And it keeps `tiles`, the `TileFacts` the strict tile mode
+(`simulator/strict.py`) checks: `slots`, a `TileMapping` for every value the block
+defines; `steps`, per step a `StepTraffic`: the bytes the busiest tile receives as the
+cost model charges it, its source and, for a matmul plan that splits k or cuts 2-d
+blocks, `k_split`, `partial_bytes` and the blocks' shape (the strict mode measures such a
+step as the plan runs it); block 0 adds `variables`, a `TileMapping` per variable.
 """
 import dataclasses
 import math

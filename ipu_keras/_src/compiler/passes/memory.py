@@ -1,19 +1,19 @@
 """Liveness and the memory plan: bytes per tile and per category, always-live or not.
 
-Always-live (for the whole program): variables, constants, stream buffers (one
-element of each host stream on the tiles it lands on or leaves from), vertex state (per
-vertex) and, when `compile_ipu_code` is on, code: vertex code (per distinct vertex type
-on a tile), control code (per program step, on every tile) and exchange code (per
-exchange phase, on each receiving tile); an outlined function's body shared by several
-calls is counted once (`walk_once`), and so is a forward stage rerun by
-RecomputeThenBackpropagate (`stages.shares_forward_code`). Vertex state is data, not
-code: Poplar counts it whether or not the code is compiled. Graphcore's tut4 profile of an IPU Model that does
-not compile code (github.com/graphcore/examples @ 3cc8f81,
-tutorials/tutorials/poplar/tut4_profiling/screenshots: PopVision_GA_memory.png shows
-0 B of control, vertex and exchange code; PopVision_GA_liveness.png lists
-`vertexInstanceState` 271 kB and `vertexFieldData` 222 kB among the always-live
-variables of the tutorial's report, whose summary counts 16,877 vertices: about 16 bytes
-of instance state each, as `VERTEX_STATE_BYTES`).
+Always-live (for the whole program): variables, constants, stream buffers (one element of
+each host stream on the tiles it lands on or leaves from), vertex state (per vertex) and,
+when `compile_ipu_code` is on, code: vertex code (per distinct vertex type on a tile),
+control code (per program step, on every tile) and exchange code (per exchange phase, on
+each receiving tile); an outlined function's body shared by several calls is counted once
+(`walk_once`), and so is a forward stage rerun by RecomputeThenBackpropagate
+(`stages.shares_forward_code`). Vertex state is data, not code: Poplar counts it whether
+or not the code is compiled. Graphcore's tut4 profile of an IPU Model that does not
+compile code (github.com/graphcore/examples @ 3cc8f81,
+tutorials/tutorials/poplar/tut4_profiling/screenshots: PopVision_GA_memory.png shows 0 B
+of control, vertex and exchange code; PopVision_GA_liveness.png lists
+`vertexInstanceState` 271 kB and `vertexFieldData` 222 kB among the always-live variables
+of the tutorial's report, whose summary counts 16,877 vertices: about 16 bytes of
+instance state each, as `VERTEX_STATE_BYTES`).
 
 Not-always-live ("temporaries"): every other value, live from the step that defines
 it to its last use (views such as `reshape` share their source's memory), plus what
