@@ -1,4 +1,5 @@
 """Test-wide setup. Runs before any test module, so before anything imports TensorFlow."""
+import contextlib
 import os
 
 import pytest
@@ -22,17 +23,26 @@ def interrupt_on_call(monkeypatch, cls, name, call):
     monkeypatch.setattr(cls, name, patched)
 
 
-def configured_ipus(num_ipus, tiles_per_ipu=0):
+def configured_ipus(num_ipus, tiles_per_ipu=0, **options):
     """A generator for fixtures: configures a device of `num_ipus` IPUs (of `tiles_per_ipu`
-    tiles, 0 for the target's own count), yields, and resets the configuration."""
+    tiles, 0 for the target's own count; `options` set other `IPUConfig` attributes, such
+    as `allow_recompute`), yields, and resets the configuration."""
     from ipu_keras import config  # imported here: this module must not import TensorFlow
 
     cfg = config.IPUConfig()
     cfg.auto_select_ipus = num_ipus
     cfg.ipu_model.tiles_per_ipu = tiles_per_ipu
+    for name, value in options.items():
+        setattr(cfg, name, value)
     cfg.configure_ipu_system()
-    yield
-    config.reset_ipu_configuration()
+    try:
+        yield
+    finally:
+        config.reset_ipu_configuration()
+
+
+configured = contextlib.contextmanager(configured_ipus)
+"""`configured_ipus` as a context manager, for a configuration inside a test or fixture."""
 
 
 @pytest.fixture

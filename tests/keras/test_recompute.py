@@ -7,8 +7,6 @@ recomputation, it must reach the same weights bit for bit (the recomputed forwar
 values are the same kernels on the same operands), while the backward passes of the
 stages before the last recompute their activations: more cycles, fewer bytes live.
 """
-import contextlib
-
 import keras
 import numpy as np
 import pytest
@@ -17,26 +15,13 @@ import ipu_keras as ipu
 from ipu_keras._src.keras.trainer import _last_program
 from ipu_keras._src.reports.timeline import ipu_lines, ipus_section
 from ipu_keras.ops import pipelining_ops as po
+from tests.conftest import configured
 
 G, MICRO, STEPS = 2, 64, 4
 
 
-@contextlib.contextmanager
-def one_ipu(recompute, tiles):
-    """One IPU of `tiles` tiles, recomputation on or off, for the duration."""
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = 1
-    cfg.ipu_model.tiles_per_ipu = tiles
-    cfg.allow_recompute = recompute
-    cfg.configure_ipu_system()
-    try:
-        yield
-    finally:
-        ipu.config.reset_ipu_configuration()
-
-
 def _train(schedule, mode, recompute, g=G, steps=STEPS):
-    with one_ipu(recompute, tiles=64):
+    with configured(1, 64, allow_recompute=recompute):
         keras.utils.set_random_seed(1)
         model = ipu.Sequential([
             keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
@@ -124,7 +109,7 @@ def _pipeline(recompute, checkpoint, mode=None, schedule=po.PipelineSchedule.Seq
     """Two stages on one IPU (three dense layers, then one); weights, executable."""
     import tensorflow as tf
 
-    with one_ipu(recompute, tiles=64):
+    with configured(1, 64, allow_recompute=recompute):
         keras.utils.set_random_seed(2)
         layers = [keras.layers.Dense(48, activation="tanh") for _ in range(3)]
         layers.append(keras.layers.Dense(10))

@@ -17,13 +17,13 @@ import tensorflow as tf
 import ipu_keras as ipu
 from ipu_keras._src.conformance import tolerances as T
 from ipu_keras._src.driver import executor
-from tests.keras.test_recompute import one_ipu
+from tests.conftest import configured
 
 SHAPE = (4, 16, 16, 16)
 
 
 def _step(recompute):
-    with one_ipu(recompute, tiles=32):
+    with configured(1, 32, allow_recompute=recompute):
         rng = np.random.default_rng(5)
         kernels = [tf.Variable(rng.normal(size=s).astype("float32") * 0.2)
                    for s in ((3, 3, 8, 16), (3, 3, 16, 16))]

@@ -13,6 +13,7 @@ import pytest
 
 import ipu_keras as ipu
 from ipu_keras import profiling
+from tests.conftest import configured
 
 
 def _fit(model, x, y, directory, batch_size, epochs=1):
@@ -26,12 +27,6 @@ def _fit(model, x, y, directory, batch_size, epochs=1):
                if "train" in e]
     with open(os.path.join(path, "report.json")) as f:
         return {"report": json.load(f), "path": path, "model": model}
-
-
-def _configure(ipus):
-    cfg = ipu.config.IPUConfig()
-    cfg.auto_select_ipus = ipus
-    cfg.configure_ipu_system()
 
 
 def one_ipu_cnn(directory, dense=10):
@@ -53,17 +48,13 @@ def one_ipu_cnn(directory, dense=10):
 
 @pytest.fixture(scope="module")
 def one_ipu(tmp_path_factory):
-    _configure(1)
-    try:
+    with configured(1):
         yield one_ipu_cnn(tmp_path_factory.mktemp("one_ipu"))
-    finally:
-        ipu.config.reset_ipu_configuration()
 
 
 @pytest.fixture(scope="module")
 def pipelined(tmp_path_factory):
-    _configure(2)
-    try:
+    with configured(2):
         keras.utils.set_random_seed(1)
         model = ipu.Sequential([keras.Input((32,)), keras.layers.Dense(64, activation="relu"),
                                 keras.layers.Dense(64, activation="relu"),
@@ -76,14 +67,11 @@ def pipelined(tmp_path_factory):
         x = rng.random((64, 32), dtype=np.float32)
         y = rng.integers(0, 4, 64).astype(np.int32)
         yield _fit(model, x, y, tmp_path_factory.mktemp("pipelined"), 8)
-    finally:
-        ipu.config.reset_ipu_configuration()
 
 
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory):
-    _configure(2)
-    try:
+    with configured(2):
         keras.utils.set_random_seed(1)
         model = ipu.Sequential([keras.Input((12,)), keras.layers.Dense(16, activation="relu"),
                                 keras.layers.Dense(3)])
@@ -92,5 +80,3 @@ def replicated(tmp_path_factory):
         x = rng.random((32, 12), dtype=np.float32)
         y = rng.random((32, 3), dtype=np.float32)
         yield _fit(model, x, y, tmp_path_factory.mktemp("replicated"), 4)
-    finally:
-        ipu.config.reset_ipu_configuration()

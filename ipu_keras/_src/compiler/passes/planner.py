@@ -278,10 +278,10 @@ def _rearrangements(problem, used, target):
     rate = min(target.memcpy_bytes_per_cycle, item)
     moved, copy, exchange, steps = zeros, zeros, zeros, zeros
     for phase in (("a", "b"), ("out",)):
-        nbytes = sum(_ceil(problem.distinct_elements(x) * item, used)
-                     for x in phase if x in problem.rearranged)
-        if isinstance(nbytes, int):
+        copied = [x for x in phase if x in problem.rearranged]
+        if not copied:
             continue
+        nbytes = sum(_ceil(problem.distinct_elements(x) * item, used) for x in copied)
         moved = moved + nbytes
         copy = copy + cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(nbytes * num, rate * den)
         exchange = exchange + cost_model.exchange_cycles(nbytes, target)
