@@ -36,9 +36,11 @@ takes the plan with the least temporary memory. `partialsType="half"` stores par
 in 2 bytes instead of 4 (it applies to float16 inputs; float32 inputs accumulate in
 float32 whatever the option says, as in poplin).
 
-Convolution operands are modelled without halos: a tile's input block is its share of
-the distinct input elements (`a_scale`, input elements per im2col element), which is
-exact for 1x1 convolutions and a slight underestimate otherwise.
+A forward convolution's tile reads the input window of its run of output positions,
+halos included, and a kernel larger than 1x1 runs poplin's nx1 vertex, a pass per group
+of kernel rows and position (`conv_windows.py`, `Problem.window` and `kernel`). The
+gradient convolutions' inputs are still their share of the distinct elements
+(`a_scale`, input elements per im2col element), without halos.
 
 Gathers from a table (embeddings) get a `GatherPlan`: the table stays where it is;
 the indices are broadcast to the table's tiles, each table tile copies the rows it
@@ -53,6 +55,7 @@ import warnings
 import numpy as np
 
 from ipu_keras.errors import ConfigurationError
+from ipu_keras._src.compiler.passes import conv_windows
 from ipu_keras._src.compiler.passes.plan_blocks import candidates, ceil_div as _ceil
 from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.ops.registry import get_op
@@ -112,6 +115,8 @@ class Problem:
     b_grouped: bool = True
     grouped_cols: bool = False    # convolutions: groups lie in the output's channel axis
     rearranged: tuple = ()        # of "a", "b", "out": copied into the plan's layout
+    window: tuple = ()            # forward convolutions: their input window (halos)
+    kernel: tuple = ()            # forward convolutions: (*kernel shape, input channels)
 
     @property
     def out_size(self):
@@ -213,8 +218,14 @@ def _operand_elements(problem, c, depth):
     else:
         a = (rt if problem.a_grouped else np.minimum(rt, problem.m)) * depth
         b = (gt if problem.b_grouped else 1) * depth * _ceil(ct, ss)
-    return (np.ceil(a * problem.a_scale).astype(np.int64),
-            np.ceil(b * problem.b_scale).astype(np.int64))
+    b = np.ceil(b * problem.b_scale).astype(np.int64)
+    if problem.window:
+        # A convolution's rows read their input windows, halos included: `depth /
+        # kernel volume` channels of each group touched per input position.
+        positions = conv_windows.input_positions(problem.window, rt)
+        a = positions * gt * depth / math.prod(problem.kernel[:-1])
+        return np.minimum(problem.distinct_elements("a"), np.ceil(a).astype(np.int64)), b
+    return np.ceil(a * problem.a_scale).astype(np.int64), b
 
 
 def partial_bytes(problem, options):
@@ -301,9 +312,14 @@ def _amp_pass_cycles(problem, options, c, per_pass, depth, target):
         groups = np.ones_like(cols)
     per_group = np.minimum(cols, problem.n) if problem.grouped_cols else cols
     field = _ceil(per_pass, np.maximum(1, groups * per_group))
+    nx1 = None
+    if math.prod(problem.kernel[:-1]) > 1:
+        in_group = cost_model.amp_groups(problem.dtype, target, options.partials_type)[0]
+        nx1 = conv_windows.split_nx1(conv_windows.nx1_passes(
+            problem.kernel[:-1], problem.kernel[-1], problem.dtype, in_group), c.k)
     return cost_model.amp_vertex_cycles(field, depth, per_group, problem.dtype, target,
                                         conv_groups=groups,
-                                        partials_type=options.partials_type)
+                                        partials_type=options.partials_type, nx1=nx1)
 
 
 def plan_exchange_cycles(operand_bytes, partial_bytes_, serial, target):
