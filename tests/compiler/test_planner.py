@@ -201,7 +201,8 @@ def test_weight_update_convolutions_pay_poplins_rearrangements():
     common = dict(strides=(1, 1), dilations=(1, 1), padding=((0, 0), (0, 0)))
     _, eqn = _conv("conv_filter_grad", [(8, 13, 13, 32), (8, 11, 11, 64)],
                    filter_shape=(3, 3, 32, 64), **common)
-    problem = problem_of(eqn)
+    # (allocated: no copy for being broadcast, `test_an_operand_broadcast_...`)
+    problem = dataclasses.replace(problem_of(eqn), allocated=("a", "b"))
     assert problem.rearranged == ("a", "b", "out")
     plain = dataclasses.replace(problem, rearranged=())
     target = get_target("ipu2")
@@ -222,6 +223,50 @@ def test_weight_update_convolutions_pay_poplins_rearrangements():
     assert cycles[i] - cycles0[i] == copy + moved + 2 * target.internal_sync_cycles
     _, forward = _conv("conv", [(8, 13, 13, 32), (3, 3, 32, 64)], **common)
     assert problem_of(forward).rearranged == ()
+
+
+def test_an_operand_broadcast_to_more_than_7_tiles_is_copied_once_unless_allocated():
+    """poplin copies an operand into the plan's layout before broadcasting it to more than
+    7 tiles (`inViewMaxBroadcastDests`), A to each block of output columns and B to each
+    block of rows, unless it was created in that layout (a variable or input, which IPU
+    TensorFlow's allocation finder lays out for the product)."""
+    problem = Problem(1, 900, 600, 300, "float32", 4)
+    target = get_target("ipu2")
+    c = plan_blocks.candidates(problem, target.tiles_per_ipu)
+    copied = planner._copied(problem, c)
+    np.testing.assert_array_equal(copied["a"], -(-300 // np.minimum(c.cols, 300)) > 7)
+    np.testing.assert_array_equal(copied["b"], -(-900 // np.minimum(c.rows, 900)) > 7)
+    assert copied["a"].any() and copied["b"].any() and not copied["out"].any()
+    assert not (copied["a"] & copied["b"]).all()
+    allocated = dataclasses.replace(problem, allocated=("a", "b"))
+    assert not any(m.any() for m in planner._copied(allocated, c).values())
+    _, temp, receive, compute, exchange, steps, cycles, _ = planner._evaluate(
+        problem, PlanOptions(), target, target.tiles_per_ipu)
+    _, temp0, receive0, compute0, exchange0, steps0, cycles0, _ = planner._evaluate(
+        allocated, PlanOptions(), target, target.tiles_per_ipu)
+    moved = (np.where(copied["a"], -(-900 * 600 * 4 // c.used), 0)
+             + np.where(copied["b"], -(-600 * 300 * 4 // c.used), 0))
+    np.testing.assert_array_equal(receive - receive0, moved)
+    np.testing.assert_array_equal(temp - temp0, moved)
+    np.testing.assert_array_equal(steps - steps0, moved > 0)
+    assert ((cycles > cycles0) == (moved > 0)).all()
+
+
+def test_the_tile_map_marks_inputs_and_constants_allocated():
+    """A product reading a graph input and a constant copies neither into its layout; the
+    same product reading a computed value (relu's) pays the copy of what it broadcasts."""
+    def plan(computed):
+        b = Builder()
+        x = new_input((900, 600), "float32")
+        w = b.const(np.ones((600, 300), np.float32))
+        y = b.emit("matmul", [b.emit("relu", [x]) if computed else x, w])
+        return plan_tile_mapping(b.graph([x], [y]), get_target("ipu2")).plans[y.id]
+
+    direct, computed = plan(False), plan(True)
+    # The computed operand's plan pays the copy, or a plan that broadcasts A to at most
+    # 7 column blocks, slower than the direct product's best.
+    assert computed.cycles > direct.cycles
+    assert computed.block != direct.block
 
 
 def test_a_k_split_wider_than_the_output_holds_no_padded_partials():

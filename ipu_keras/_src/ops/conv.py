@@ -369,7 +369,7 @@ def _conv_input_grad_problem(in_types, out, params):
     groups = out.shape[-1] // cg
     m, k, n = dy.size // o, o // groups, math.prod(w.shape[:-1])
     return dict(groups=groups, m=m, k=k, n=n, dtype=dy.dtype, out_itemsize=out.itemsize,
-                grouped_cols=True)
+                grouped_cols=True, inputs=("b", "a"))
 
 
 def _conv_filter_grad_problem(in_types, out, params):

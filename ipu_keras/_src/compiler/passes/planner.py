@@ -114,7 +114,9 @@ class Problem:
     a_grouped: bool = True
     b_grouped: bool = True
     grouped_cols: bool = False    # convolutions: groups lie in the output's channel axis
-    rearranged: tuple = ()        # of "a", "b", "out": copied into the plan's layout
+    rearranged: tuple = ()        # of "a", "b", "out": always copied into the plan's layout
+    inputs: tuple = ("a", "b")    # the operand each of the op's inputs is
+    allocated: tuple = ()         # of "a", "b": created in the plan's layout (no copy)
     window: tuple = ()            # forward convolutions: their input window (halos)
     kernel: tuple = ()            # forward convolutions: (*kernel shape, input channels)
 
@@ -257,7 +259,7 @@ def _evaluate(problem, options, target, tiles):
     exchange = plan_exchange_cycles(a_bytes + ss * b_bytes, recv_partials, ss, target)
     supersteps = ss * np.where(gather, 2, 1)
     compute = ss * pass_cycles
-    moved, copy, steps = _rearrangements(problem, c.used, target)
+    moved, copy, steps = _rearrangements(problem, c, target)
     temp = temp + moved
     compute, exchange, supersteps = compute + copy[0], exchange + copy[1], supersteps + steps
     cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
@@ -271,32 +273,57 @@ correction of a rearrangement copy's bytes-per-cycle estimate (bytes x 5 / 4 whe
 channels divide the type's copy granularity, 2 float or 4 half, else x 5 / 3)."""
 
 
-def _rearrangements(problem, used, target):
+MAX_BROADCAST_DESTINATIONS = 7
+"""Published (PL `lib/poplin/Convolution.cpp`, `inViewMaxBroadcastDests` and
+`weightViewMaxBroadcastDests`): an operand the plan sends to more tiles than this is
+first copied once into the plan's layout, then broadcast, unless it already has that
+layout."""
+
+
+def _copied(problem, c):
+    """Per operand "a", "b", "out": per candidate, whether poplin copies it into (out of)
+    the plan's layout. Always for those `problem.rearranged` names (a weight-update
+    convolution's); else an input operand sent to more than `MAX_BROADCAST_DESTINATIONS`
+    tiles, A to each block of output columns, B to each block of output rows, unless it
+    was created in the plan's layout (`problem.allocated`: IPU TensorFlow's allocation
+    finder lays out a variable or a program input read by the product for it)."""
+    always = {x: np.full(c.used.shape, x in problem.rearranged) for x in ("a", "b", "out")}
+    rows = problem.m if problem.grouped_cols or problem.b_grouped else (
+        problem.groups * problem.m)
+    sent = {"a": _ceil(problem.n, np.minimum(c.cols, problem.n)),
+            "b": _ceil(rows, np.minimum(c.rows, rows))}
+    for x, dests in sent.items():
+        if x not in problem.allocated:
+            always[x] = always[x] | (dests > MAX_BROADCAST_DESTINATIONS)
+    return always
+
+
+def _rearrangements(problem, c, target):
     """(bytes each tile receives, [copy cycles, exchange cycles], supersteps) of copying
-    the operands and output `problem.rearranged` names into or out of the plan's layout,
-    over the plan's `used` tiles: poplin's transform estimate (`addTransformCycleEstimate`
-    in `ConvModel.cpp`: a weight-update convolution always rearranges its input, its
-    weights and its output; each tile copies its share at the lesser of the memcpy rate and
-    one element per cycle, corrected by `REARRANGE_COPY_FACTOR`, and receives it over the
+    the operands and output `_copied` names into or out of the plan's layout, over the
+    plan's `used` tiles: poplin's transform estimate (`addTransformCycleEstimate` in
+    `ConvModel.cpp`: each tile copies its share at the lesser of the memcpy rate and one
+    element per cycle, corrected by `REARRANGE_COPY_FACTOR`, and receives it over the
     exchange). The operands' copies share one superstep before the products, the output's
     one after; each pays a vertex's launch and an exchange's latency, as every step does."""
+    used = c.used
     zeros = np.zeros_like(used)
-    if not problem.rearranged:
-        return zeros, [zeros, zeros], zeros
+    copied = _copied(problem, c)
     item = np.dtype(problem.dtype).itemsize
     granule = 2 if item == 4 else 4
     num, den = REARRANGE_COPY_FACTOR[problem.n % granule == 0]
     rate = min(target.memcpy_bytes_per_cycle, item)
     moved, copy, exchange, steps = zeros, zeros, zeros, zeros
     for phase in (("a", "b"), ("out",)):
-        copied = [x for x in phase if x in problem.rearranged]
-        if not copied:
+        nbytes = sum(np.where(copied[x], _ceil(problem.distinct_elements(x) * item, used), 0)
+                     for x in phase)
+        if not np.any(nbytes):
             continue
-        nbytes = sum(_ceil(problem.distinct_elements(x) * item, used) for x in copied)
         moved = moved + nbytes
-        copy = copy + cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(nbytes * num, rate * den)
+        copy = copy + np.where(nbytes > 0, cost_model.VERTEX_OVERHEAD_CYCLES
+                               + _ceil(nbytes * num, rate * den), 0)
         exchange = exchange + cost_model.exchange_cycles(nbytes, target)
-        steps = steps + 1
+        steps = steps + (nbytes > 0)
     return moved, [copy, exchange], steps
 
 

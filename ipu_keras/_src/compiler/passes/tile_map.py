@@ -115,6 +115,10 @@ class _Planner:
         self.values = {}
         self.plans = {}
         self.aliases = {}
+        # Values IPU TensorFlow's allocation finder lays out for the product reading them:
+        # the outputs of its allocating instructions (parameters, infeeds, constants), through
+        # views and into loop bodies (graphcore/tensorflow@b2127bb, custom_ops/hlo_extensions.cc).
+        self.allocated = set()
 
     def linear(self, type_, tiles=None):
         grain = max(1, GRAIN_BYTES // type_.itemsize)
@@ -140,16 +144,21 @@ class _Planner:
         self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         if opdef.role == "variable_read":
             self.values[eqn.outputs[0].id] = variables[eqn.params["var"]]
+            self.allocated.add(eqn.outputs[0].id)
             return
         for sub in eqn.subgraphs():
             # A body's inputs are the trailing operands (an `if` also takes a predicate).
             operands = eqn.inputs[len(eqn.inputs) - len(sub.inputs):]
             for inner, outer in zip(sub.inputs, operands):
                 self.values[inner.id] = self.values.get(outer.id) or self.linear(outer.type)
+                if outer.id in self.allocated:
+                    self.allocated.add(inner.id)
             self.graph(sub, variables)
             self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         for i, out in enumerate(eqn.outputs):
             self.values[out.id] = self._choose(opdef, eqn, i, out)
+        if opdef.role == "constant":
+            self.allocated.update(v.id for v in eqn.outputs)
 
     def _choose(self, opdef, eqn, i, out):
         if opdef.role == "loop":
@@ -160,6 +169,8 @@ class _Planner:
             return self._gather(eqn, out)
         if is_view(eqn) and eqn.inputs[0].id in self.values:
             self.aliases[out.id] = self.aliases.get(eqn.inputs[0].id, eqn.inputs[0].id)
+            if eqn.inputs[0].id in self.allocated:
+                self.allocated.add(out.id)
             return self.values[eqn.inputs[0].id]
         if opdef.mapping == "elementwise":
             for v in eqn.inputs:
@@ -169,6 +180,10 @@ class _Planner:
 
     def _matmul(self, eqn, out):
         problem = planner.problem_of(eqn)
+        # A variable or program input read by the product is created in its layout (IPU
+        # TensorFlow's allocation finder), so poplin need not copy it into the plan's.
+        problem = dataclasses.replace(problem, allocated=tuple(
+            role for role, v in zip(problem.inputs, eqn.inputs) if v.id in self.allocated))
         if problem.macs == 0:
             # An empty product, or a zero-length contraction (a fill of zeros): there is
             # nothing to plan, and the op's own cost rule prices it.
@@ -232,6 +247,7 @@ def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
     for value, ipu in zip(graph.inputs, input_shards(graph)):
         planner_.ipu = min(ipu, target.num_ipus - 1)
         planner_.values[value.id] = planner_.linear(value.type)
+        planner_.allocated.add(value.id)
     planner_.graph(graph, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
                    planner_.aliases, target.tiles_per_ipu, target)
