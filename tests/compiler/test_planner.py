@@ -281,3 +281,21 @@ def test_a_k_split_wider_than_the_output_holds_no_padded_partials():
     depth = math.ceil(50176 / plan.k_split)
     operands = (2 + 32) * depth * 4
     assert plan.k_split > 64 and plan.temp_bytes <= operands + 64 * 4
+
+
+def test_an_outer_product_writes_its_output_with_no_partials_of_its_own():
+    """The weight gradient of a batch-1 float16 dense layer, [50176, 1] @ [1, 32]: k = 1,
+    nothing to accumulate, so (as poplin's OuterProduct vertex) it writes float16 into
+    the output: no float partials, whatever partialsType says. k = 2 keeps them."""
+    target = get_target("ipu2")
+    outer = Problem(1, 50176, 1, 32, "float16", 2)
+    for partials in ("float", "half"):
+        plan = choose_plan(outer, PlanOptions(partials_type=partials), target)
+        assert plan.partial_bytes == 2 and plan.k_split == 1 and not plan.block
+        rows = math.ceil(plan.per_tile / 32)
+        assert plan.temp_bytes == (rows + 32) * 2    # its x rows and dy's row: no partials
+    deeper = Problem(1, 50176, 2, 32, "float16", 2)
+    plan = choose_plan(deeper, PlanOptions(), target)
+    assert plan.partial_bytes == 4
+    assert plan.temp_bytes >= plan.per_tile * 4       # float partials of its chunk
+    assert planner.partial_bytes(Problem(1, 64, 1, 64, "float32", 4), PlanOptions()) == 4

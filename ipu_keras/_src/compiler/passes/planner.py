@@ -34,7 +34,9 @@ compute, from the target only:
 x `bytes_per_tile` (ties: less memory); if none fits it warns, as Poplar does, and
 takes the plan with the least temporary memory. `partialsType="half"` stores partials
 in 2 bytes instead of 4 (it applies to float16 inputs; float32 inputs accumulate in
-float32 whatever the option says, as in poplin).
+float32 whatever the option says, as in poplin). An outer product (k = 1) accumulates
+nothing: its vertex writes the output's type, with no partials of its own
+(`partial_bytes`).
 
 A forward convolution's tile reads the input window of its run of output positions,
 halos included, and a kernel larger than 1x1 runs poplin's nx1 vertex, a pass per group
@@ -231,7 +233,28 @@ def _operand_elements(problem, c, depth):
 
 
 def partial_bytes(problem, options):
-    """Bytes of one partial sum: 2 for half partials of float16 inputs, else 4."""
+    """Bytes of one partial sum: for an outer product (k = 1) the input's own size,
+    else 2 for half partials of float16 inputs and 4 otherwise.
+
+    A product that contracts one element (k = 1: a matmul's outer product, such as the
+    weight gradient of a batch-1 dense layer; a 1x1 convolution of one input channel
+    per group) accumulates nothing, and poplin lets its vertex write the input type
+    (graphcore/poplibs @ 7eac0f2, lib/poplin/ConvVertexType.cpp: the OuterProduct
+    candidate's partials are its input type, narrower than `partialsType` only when
+    the input channels per group and the kernel are all 1; the AMP candidates whose
+    partials are the output type need the contraction to fit one AMP pass). With no
+    reduction and partials of the result type, Convolution.cpp makes no partials
+    tensor of its own (`getCreatePartialsLevel` creates them at the top level: they
+    are the output) and no cast follows. A deeper contraction keeps `partialsType`
+    even when it fits one AMP pass: IPU TensorFlow's matmuls are fully-connected
+    passes, and the weight update's vertex follows the jointly planned forward pass
+    (ConvModel.cpp, `getFullyConnectedWUMethod` and
+    `getFullyConnectedWuConvVertexType`: the OuterProduct only when the contraction
+    and the forward output grouping are 1, else an AMP constrained to the forward's
+    channel grouping), as Graphcore's published sizes of a dense layer's k = 1 and
+    k = 2 weight gradients bear out (tests/fidelity/test_memory_fit.py)."""
+    if problem.k == 1:
+        return min(np.dtype(problem.dtype).itemsize, 4)
     half = options.partials_type == "half" and problem.dtype == "float16"
     return 2 if half else 4
 
