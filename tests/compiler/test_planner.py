@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import compile_graph
-from ipu_keras._src.compiler.passes import plan_blocks, planner
+from ipu_keras._src.compiler.passes import memory, plan_blocks, planner
 from ipu_keras._src.compiler.passes.planner import PlanOptions, Problem, choose_plan, problem_of
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.errors import ConfigurationError
@@ -299,3 +299,34 @@ def test_an_outer_product_writes_its_output_with_no_partials_of_its_own():
     assert plan.partial_bytes == 4
     assert plan.temp_bytes >= plan.per_tile * 4       # float partials of its chunk
     assert planner.partial_bytes(Problem(1, 64, 1, 64, "float32", 4), PlanOptions()) == 4
+
+
+def test_only_the_tiles_that_own_output_are_charged_the_partials_they_receive():
+    """[1, 50176] @ [50176, 32] float16 splits k far more ways than its 32 outputs: the
+    tiles owning an output receive its partials from the others; the rest receive none,
+    so they hold only their operand slices and their own partials."""
+    problem = Problem(1, 1, 50176, 32, "float16", 2)
+    target = get_target("ipu2")
+    plan = choose_plan(problem, PlanOptions(), target)
+    assert plan.k_split > 32 and plan.per_tile == 1 and plan.owners == 32 < plan.tiles
+    depth = math.ceil(50176 / plan.k_split)
+    chunk = plan.splits[0]
+    idle = (depth + depth * chunk) * 2 + chunk * 4      # x and w slices, float partials
+    assert plan.idle_temp_bytes == idle
+    assert plan.temp_bytes == max(idle, chunk * 4 + (plan.k_split - 1) * 4)
+    temp = plan.tile_temp_bytes()
+    assert temp.shape == (plan.tiles,) and (temp[:32] == plan.temp_bytes).all()
+    assert (temp[32:] == idle).all() and idle < plan.temp_bytes
+    gather = planner.plan_gather(4, 10, 8, TensorType((4, 2), "float32"), 2, "float32",
+                                 target)
+    assert list(gather.tile_temp_bytes()) == [gather.temp_bytes] * 4
+    # The memory plan charges each tile its own share.
+    b = Builder()
+    x = new_input((1, 50176), "float16")
+    w = b.emit("read_var", [], var=0, type=TensorType((50176, 32), "float16"))
+    b.emit("matmul", [x, w])
+    graph = b.graph([x], [b.equations[-1].outputs[0]],
+                    variables=[VariableSpec("w", TensorType((50176, 32), "float16"))])
+    tile_map = plan_tile_mapping(graph, target)
+    step = memory._Liveness(tile_map).step_temporaries(graph.equations[-1])
+    assert step.sum() == 32 * plan.temp_bytes + (plan.tiles - 32) * idle

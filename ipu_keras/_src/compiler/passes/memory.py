@@ -18,9 +18,9 @@ instance state each, as `VERTEX_STATE_BYTES`).
 Not-always-live ("temporaries"): every other value, live from the step that defines
 it to its last use (views such as `reshape` share their source's memory), plus what
 a step needs only while it runs: a planned op's temporaries (operand copies and
-partials, from `planner.py`) or, for other ops, the operand elements exchanged onto
-the tile. A control-flow step adds the peak of its bodies on top of what is live
-around it. The peak over the program, per tile, is what the tile must hold at worst;
+partials, each tile its own: `Plan.tile_temp_bytes`) or, for other ops, the operand
+elements exchanged onto the tile. A control-flow step adds the peak of its bodies on
+top of what is live around it. The peak over the program, per tile, is what the tile must hold at worst;
 `liveness` lists the not-always-live bytes (all tiles) during each top-level step;
 `live_ranges` gives, for reports, the steps between which each value is live.
 
@@ -122,7 +122,7 @@ class _Liveness:
         if plan is None:
             return traffic.received_bytes(eqn, self.map)
         temp = np.zeros(self.n, np.int64)
-        temp[(plan.start + np.arange(plan.tiles)) % self.n] = plan.temp_bytes
+        temp[(plan.start + np.arange(plan.tiles)) % self.n] = plan.tile_temp_bytes()
         return temp
 
     def peak(self, graph, trace=None, loop_trace=None):

@@ -18,7 +18,9 @@ compute, from the target only:
 
 * temporary memory per tile: operand copies + partials (+ received partials when k
   is split; the two phases do not overlap, so it is the larger of the two), plus the
-  copies of operands that poplin rearranges (`Problem.rearranged`);
+  copies of operands that poplin rearranges (`Problem.rearranged`); only the tiles
+  that own output elements receive partials, so the others are charged less
+  (`Plan.tile_temp_bytes`);
 * cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`; per serial
   pass, the busiest tile's AMP vertex (`cost.amp_vertex_cycles`, poplin's estimate: its
   block's depth and channels rounded up to whole input x output channel groups at the
@@ -160,10 +162,21 @@ class Plan:
     per_tile: int = 0         # product output elements each tile owns in the end
     partial_bytes: int = 4    # bytes of one partial sum
     block: tuple = ()         # (rows, cols) of a 2-d block plan's blocks; () for flat chunks
+    owners: int = 0           # its first tiles, which own the output (0: all of them)
+    idle_temp_bytes: int = 0  # temporary bytes of its other tiles (no partials received)
 
     @property
     def k_split(self):
         return self.splits[1]
+
+    def tile_temp_bytes(self):
+        """Temporary bytes on each of the plan's tiles, from `start`: `temp_bytes` on the
+        tiles that own output elements and receive their partials, `idle_temp_bytes` on
+        the others, which only send theirs."""
+        temp = np.full(self.tiles, self.temp_bytes, np.int64)
+        if 0 < self.owners < self.tiles:
+            temp[self.owners:] = self.idle_temp_bytes
+        return temp
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -184,6 +197,10 @@ class GatherPlan:
     fits: bool = True
     vertex_types: tuple = ("multislice",)
     start: int = 0
+
+    def tile_temp_bytes(self):
+        """Temporary bytes on each of the table's tiles, from `start`."""
+        return np.full(self.tiles, self.temp_bytes, np.int64)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -260,8 +277,10 @@ def partial_bytes(problem, options):
 
 
 def _evaluate(problem, options, target, tiles):
-    """(candidates, temporaries, receive, compute, exchange, supersteps, cycles, whether
-    a second superstep gathers partials), arrays over the candidates."""
+    """(candidates, temporaries, receive, compute, exchange, supersteps, cycles, idle
+    temporaries), arrays over the candidates: temporaries and receive on the busiest
+    tile; idle temporaries on a tile that owns no output element, so receives no
+    partials (the plan's tiles past the output's `ceil(out_size / owned)`)."""
     c = candidates(problem, tiles)
     sk, ss = c.k, c.serial
     depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
@@ -275,7 +294,8 @@ def _evaluate(problem, options, target, tiles):
     # An owner receives its elements' partials from the block's k tiles: all of them for
     # a 2-d block, all but its own for a flat chunk.
     recv_partials = np.where(gather, c.owned * (sk - c.aligned) * pbytes, 0)
-    temp = np.maximum(a_bytes + b_bytes + partials, partials + _ceil(recv_partials, ss))
+    idle = a_bytes + b_bytes + partials
+    temp = np.maximum(idle, partials + _ceil(recv_partials, ss))
     pass_cycles = _amp_pass_cycles(problem, options, c, per_pass, depth, target)
     pass_cycles = pass_cycles + np.where(reduce, cost_model.vector_cycles(
         _ceil(c.owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
@@ -287,7 +307,7 @@ def _evaluate(problem, options, target, tiles):
     compute, exchange, supersteps = compute + copy[0], exchange + copy[1], supersteps + steps
     cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
     return c, temp, a_bytes + ss * b_bytes + recv_partials + moved, compute, exchange, \
-        supersteps, cycles, gather
+        supersteps, cycles, idle + moved
 
 
 REARRANGE_COPY_FACTOR = {True: (5, 4), False: (5, 3)}
@@ -394,7 +414,7 @@ def choose_plan(problem, options, target, kind="matmul", where="matmul"):
 @functools.lru_cache(maxsize=512)
 def _choose_cached(problem, options, target, kind):
     tiles = target.tiles_per_ipu
-    c, temp, receive, compute, exchange, steps, cycles, gather = _evaluate(
+    c, temp, receive, compute, exchange, steps, cycles, idle = _evaluate(
         problem, options, target, tiles)
     budget = options.available_memory_proportion * target.bytes_per_tile
     fits = temp <= budget
@@ -416,7 +436,9 @@ def _choose_cached(problem, options, target, kind):
                 int(cycles[index]), bool(fits[index]),
                 ("amp", "reduce_partials") if c.k[index] > 1 else ("amp",),
                 per_tile=int(c.owned[index]), partial_bytes=partial_bytes(problem, options),
-                block=tuple(int(b) for b in c.block[index]) if not c.aligned[index] else ())
+                block=tuple(int(b) for b in c.block[index]) if not c.aligned[index] else (),
+                owners=_ceil(problem.out_size, int(c.owned[index])),
+                idle_temp_bytes=int(idle[index]))
     return plan, warning
 
 
