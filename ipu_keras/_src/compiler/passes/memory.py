@@ -20,9 +20,10 @@ it to its last use (views such as `reshape` share their source's memory), plus w
 a step needs only while it runs: a planned op's temporaries (operand copies and
 partials, each tile its own: `Plan.tile_temp_bytes`) or, for other ops, the operand
 elements exchanged onto the tile. A control-flow step adds the peak of its bodies on
-top of what is live around it. The peak over the program, per tile, is what the tile must hold at worst;
-`liveness` lists the not-always-live bytes (all tiles) during each top-level step;
-`live_ranges` gives, for reports, the steps between which each value is live.
+top of what is live around it. The peak over the program, per tile, is what the tile
+must hold at worst; `liveness` lists the not-always-live bytes (all tiles) during each
+top-level step; `live_ranges` gives, for reports, the steps between which each value
+is live.
 
 All code and state sizes are estimates, documented next to their constants.
 """
