@@ -289,11 +289,13 @@ def test_an_outer_product_writes_its_output_with_no_partials_of_its_own():
     the output: no float partials, whatever partialsType says. k = 2 keeps them."""
     target = get_target("ipu2")
     outer = Problem(1, 50176, 1, 32, "float16", 2)
-    for partials in ("float", "half"):
-        plan = choose_plan(outer, PlanOptions(partials_type=partials), target)
-        assert plan.partial_bytes == 2 and plan.k_split == 1 and not plan.block
-        rows = math.ceil(plan.per_tile / 32)
-        assert plan.temp_bytes == (rows + 32) * 2    # its x rows and dy's row: no partials
+    plans = [choose_plan(outer, PlanOptions(partials_type=p), target) for p in ("float", "half")]
+    assert plans[0] == plans[1]
+    plan = plans[0]
+    assert plan.partial_bytes == 2 and plan.k_split == 1 and not plan.block
+    # Its x rows and dy's row only: not even a half buffer of its chunk of outputs.
+    rows = math.ceil(plan.per_tile / 32)
+    assert (rows + 32) * 2 <= plan.temp_bytes < plan.per_tile * 2
     deeper = Problem(1, 50176, 2, 32, "float16", 2)
     plan = choose_plan(deeper, PlanOptions(), target)
     assert plan.partial_bytes == 4
