@@ -16,7 +16,8 @@ of the tutorial's report, whose summary counts 16,877 vertices: about 16 bytes o
 instance state each, as `VERTEX_STATE_BYTES`).
 
 Not-always-live ("temporaries"): every other value, live from the step that defines
-it to its last use (views such as `reshape` share their source's memory), plus what
+it to its last use (views such as `reshape` share their source's memory, and an
+elementwise step writes its result in place of an operand it reads last), plus what
 a step needs only while it runs: a planned op's temporaries (operand copies and
 partials, each tile its own: `Plan.tile_temp_bytes`) or, for other ops, the operand
 elements exchanged onto the tile. A control-flow step adds the peak of its bodies on
@@ -134,14 +135,20 @@ class _Liveness:
         for v in graph.outputs:
             last_use[self.root(v)] = len(graph.equations)
         owned = {v.id: self.bytes_of(v) for v in graph.inputs}
+        inputs = set(owned)
         live = sum(owned.values(), np.zeros(self.n, np.int64))
         peak = live.copy()
         for i, eqn in enumerate(graph.equations):
             if get_op(eqn.op).role not in ("constant", "variable_read"):
                 for v in eqn.outputs:
-                    if v.id not in self.map.aliases:
-                        owned[v.id] = self.bytes_of(v)
-                        live = live + owned[v.id]
+                    if v.id in self.map.aliases:
+                        continue
+                    reused = self._in_place(eqn, v, owned, last_use, i, inputs)
+                    if reused is not None:
+                        owned[v.id] = owned.pop(reused)
+                        continue
+                    owned[v.id] = self.bytes_of(v)
+                    live = live + owned[v.id]
             temporaries = self.step_temporaries(eqn)
             inner = [self._inner_peak(eqn, sub, loop_trace, live + temporaries)
                      for sub in eqn.subgraphs()]
@@ -155,6 +162,22 @@ class _Liveness:
                     live = live - owned.pop(r)
         return peak
 
+
+    def _in_place(self, eqn, out, owned, last_use, i, inputs):
+        """The operand whose buffer elementwise `eqn` writes `out` into, or None: one of
+        `out`'s type and tile mapping, computed by an earlier step of this graph (not one
+        of its inputs, which the caller still holds), that this step reads last (IPU
+        TensorFlow's `InplaceFinder` makes such an op in place, graphcore/tensorflow
+        @b2127bb, tensorflow/compiler/plugin/poplar/driver/passes/inplace_finder.cc)."""
+        if get_op(eqn.op).mapping != "elementwise":
+            return None
+        mapping = self.map.values.get(out.id)
+        for v in eqn.inputs:
+            root = self.root(v)
+            if (v.type == out.type and root in owned and root not in inputs
+                    and last_use.get(root) == i and self.map.values.get(v.id) == mapping):
+                return root
+        return None
 
     def _inner_peak(self, eqn, sub, loop_trace, around):
         """A sub-graph's peak; the first loop body also fills `loop_trace` (once)."""
