@@ -171,6 +171,19 @@ CASES = [
         "1372 tiles, each holding float partials of a 4102-output flat chunk.",
         published=25_260_426),
      lambda: work.resnet18_no_batchnorm(train=False)),
+    (MemoryCase(
+        "3 fp16 dense layers, training, batch 1 (IPUModel)",
+        SIZE + "/matmul_size_test.py (MatMulSizeTest.testTrainingBs1)",
+        "7,738,391 bytes; ours about 1.07. It was 1.78 when the kernel gradient, a k = 1 "
+        "outer product, held a float partial per output (6.4 MB): poplin's OuterProduct "
+        "vertex writes the half output itself (planner.py, `partial_bytes`); 1.32 when "
+        "the SGD update received the whole gradient onto the variable's tiles (3.1 MB): "
+        "the weight now lives where its gradient is computed, as IPU TensorFlow lays it "
+        "out for its product and poplin's jointly planned weight update writes that "
+        "layout (tile_map.py, `_lay_out_updated_variables`). The scaled gradient is "
+        "written in place of the gradient (memory.py, IPU TF's InplaceFinder).",
+        published=7_738_391),
+     lambda: work.three_dense_layers(1, train=True)),
 ]
 
 
@@ -228,22 +241,6 @@ OPEN_CASES = [
         "poplin's transform copies (expanded input channels of the 7x7 stem conv) and "
         "convolution halos, where more temporaries would go.", fits=False, slow=True),
      lambda: work.resnext50_inference(20, 0.8)),
-    (MemoryCase(
-        "3 fp16 dense layers, training, batch 1 (IPUModel)",
-        SIZE + "/matmul_size_test.py (MatMulSizeTest.testTrainingBs1)",
-        "7,738,391 bytes; ours about 1.32 (10,207,898). It was 1.78 when the kernel "
-        "gradient, a k = 1 outer product, held a float partial per output (6.4 MB); "
-        "poplin's OuterProduct vertex writes the half output itself (planner.py, "
-        "`partial_bytes`). The peak is now the SGD update: lr * grad is a second 3.2 MB "
-        "tensor while grad is live, where IPU TensorFlow fuses var - lr * grad into one "
-        "in-place scaled subtract (tensorflow/compiler/plugin/poplar/driver/passes/"
-        "fuse_ops_into_poplar_ops.cc, scaled_inplace_xby), and the update then receives "
-        "the whole gradient onto the variable's tiles (3.1 MB), where poplin's joint "
-        "plan computes each block of the gradient on the tile of the forward pass's "
-        "same block of weights (lib/poplin/Convolution.cpp, linearizeTileIndices, "
-        "FC_WU). Both are the tile map's, not the planner's; measured with both "
-        "modelled: 8,276,838 (1.07).", published=7_738_391),
-     lambda: work.three_dense_layers(1, train=True)),
     (MemoryCase(
         "serialized fp16 matmul, 6 outlined slices (IPUModel)",
         SIZE + "/matmul_size_test.py (MatMulSizeTest.testSerializedMatmul)",

@@ -16,7 +16,9 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
   alias their input's mapping and memory;
 * everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
   tile, each new value starting where the previous ended so that small values do
-  not all land on tile 0. Variables are mapped first, then the graph inputs.
+  not all land on tile 0. Variables are mapped first, then the graph inputs; a
+  variable that a product's result updates then takes that result's layout
+  (`_lay_out_updated_variables`).
 
 On a device of several IPUs an IPU is a range of `tiles_per_ipu` global tiles: every
 value is mapped inside the range of the IPU its equation runs on (`Equation.shard`,
@@ -249,5 +251,56 @@ def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
         planner_.values[value.id] = planner_.linear(value.type)
         planner_.allocated.add(value.id)
     planner_.graph(graph, variables)
+    _lay_out_updated_variables(graph, planner_, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
                    planner_.aliases, target.tiles_per_ipu, target)
+
+
+def _lay_out_updated_variables(graph, planner_, variables):
+    """Give each variable that a product's result updates (through elementwise steps: a
+    weight gradient scaled by the learning rate, an optimizer's slot mixed with it) that
+    result's layout, and so every value that took the variable's layout from reading it.
+
+    IPU TensorFlow lays a weight out for the product that reads it (the allocation
+    finder), and poplin computes its gradient in that same layout: a fully-connected
+    weight update is planned jointly with the forward pass, each gradient block on the
+    tiles of the forward's weight block (graphcore/poplibs@7eac0f2,
+    lib/poplin/Convolution.cpp, `linearizeTileIndices` for FC_TRAINING_WU), and a
+    convolution's weight update rearranges its result into the weights' layout
+    (`Problem.rearranged`). So the update reads its gradient where the variable lives;
+    a variable mapped apart from it would receive the whole gradient each step.
+    """
+    producer = {v.id: eqn for eqn in graph.walk() for v in eqn.outputs}
+    for eqn in graph.walk():
+        if get_op(eqn.op).role != "variable_write":
+            continue
+        index = eqn.params["var"]
+        product = _product_behind(eqn.inputs[0], producer)
+        if product is None or product not in planner_.values:
+            continue
+        old, new = variables[index], planner_.values[product]
+        if old is new or new.tiles < 1:
+            continue
+        variables[index] = new
+        for key, mapping in planner_.values.items():
+            if mapping is old:
+                planner_.values[key] = new
+
+
+def _product_behind(value, producer, depth=8):
+    """The id of the planned product (mapping "matmul") whose result `value` is, through
+    elementwise steps and views of its size; None if there is none within `depth`."""
+    frontier = [value]
+    for _ in range(depth):
+        following = []
+        for v in frontier:
+            eqn = producer.get(v.id)
+            if eqn is None:
+                continue
+            opdef = get_op(eqn.op)
+            if opdef.mapping == "matmul" and eqn.outputs[0].id == v.id:
+                return v.id
+            if opdef.mapping == "elementwise" or is_view(eqn):
+                following.extend(u for u in eqn.inputs if u.type.size == v.type.size)
+        frontier = following
+    return None
