@@ -270,8 +270,10 @@ def _lay_out_updated_variables(graph, planner_, variables):
     (`Problem.rearranged`). So the update reads its gradient where the variable lives;
     a variable mapped apart from it would receive the whole gradient each step.
     """
-    producer = {v.id: eqn for eqn in graph.walk() for v in eqn.outputs}
-    for eqn in graph.walk():
+    equations = list(graph.walk())
+    producer = {v.id: eqn for eqn in equations for v in eqn.outputs}
+    moved = {}    # id of a variable's old mapping -> its new mapping
+    for eqn in equations:
         if get_op(eqn.op).role != "variable_write":
             continue
         index = eqn.params["var"]
@@ -279,12 +281,12 @@ def _lay_out_updated_variables(graph, planner_, variables):
         if product is None or product not in planner_.values:
             continue
         old, new = variables[index], planner_.values[product]
-        if old is new or new.tiles < 1:
-            continue
-        variables[index] = new
+        if old is not new and id(old) not in moved:
+            moved[id(old)] = variables[index] = new
+    if moved:
         for key, mapping in planner_.values.items():
-            if mapping is old:
-                planner_.values[key] = new
+            if id(mapping) in moved:
+                planner_.values[key] = moved[id(mapping)]
 
 
 def _product_behind(value, producer, depth=8):
