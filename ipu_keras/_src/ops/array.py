@@ -16,7 +16,7 @@ from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops import simd
 from ipu_keras._src.ops._common import no_cost, per_output_element
-from ipu_keras._src.ops.registry import register_op, tf_import
+from ipu_keras._src.ops.registry import MAX_VIEW_RUNS, register_op, tf_import
 
 TF_TYPES = (
     "Reshape", "ExpandDims", "Squeeze", "Transpose", "ConcatV2", "Pack", "Unpack", "Split",
@@ -98,9 +98,21 @@ def _concat(*xs, axis):
     return np.concatenate(xs, axis=axis)
 
 
+def _concat_view(in_types, out_types, *, axis):
+    """The operands end to end: for each index of the axes before `axis`, each operand's
+    block of the axes from `axis` on (IPU TensorFlow lowers a concatenation as
+    `poplar::concat` of its operands, a view: graphcore/tensorflow@b2127bb,
+    `driver/visitors/visitor_full.cc`, `FullVisitor::HandleConcatenate`)."""
+    outer = math.prod(out_types[0].shape[:axis])
+    blocks = [(k, t.size // outer) for k, t in enumerate(in_types) if t.size]
+    if outer * len(blocks) > MAX_VIEW_RUNS:
+        return None
+    return tuple((k, o * block, block) for o in range(outer) for k, block in blocks)
+
+
 register_op("concat", shape=_concat_shape, kernel=_concat, cost=_copy_cost,
             mapping="linear",
-            tile_rule="probe", tile_moves="all")
+            tile_rule="probe", tile_moves="all", view=_concat_view)
 
 
 def _split_shape(in_types, *, axis, sizes):

@@ -13,7 +13,7 @@ from ipu_keras.errors import IndexOutOfRangeError, UnsupportedOpError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops._common import per_output_element
 from ipu_keras._src.ops.array import broadcast_to, ints, reshape
-from ipu_keras._src.ops.registry import Work, register_op, tf_import
+from ipu_keras._src.ops.registry import MAX_VIEW_RUNS, Work, register_op, tf_import
 
 TF_TYPES = (
     "Slice", "StridedSlice", "StridedSliceGrad", "GatherV2", "ResourceGather", "GatherNd",
@@ -63,9 +63,35 @@ def _strided_slice(x, *, begin, sizes, strides):
     return np.ascontiguousarray(x[_np_slices(begin, sizes, strides)])
 
 
+def _slice_view(in_types, out_types, *, begin, sizes, strides):
+    """A slice of unit steps is a view of its operand (IPU TensorFlow's `CreateSlice` takes
+    `Tensor::slice` of its input, and copies it only when the slice is not lowered in
+    place, which its in-place analysis allows unless another user writes the input in
+    place: graphcore/tensorflow@b2127bb, `driver/ops/tensor_ops.cc` and
+    `driver/tools/inplace_util.cc`, `ConvertToInplaceReadOnly`): the runs of whole trailing
+    axes it takes. A slice with other steps copies here (its runs would be single
+    elements)."""
+    shape = in_types[0].shape
+    if any(s != 1 and n > 1 for s, n in zip(strides, sizes)) or not all(sizes):
+        return None
+    # The axes after `cut` are taken whole: each run is `sizes[cut]` rows of them.
+    cut = max([d for d in range(len(shape)) if (begin[d], sizes[d]) != (0, shape[d])],
+              default=0)
+    if int(np.prod(sizes[:cut], dtype=np.int64)) > MAX_VIEW_RUNS:
+        return None
+    inner = int(np.prod(shape[cut + 1:], dtype=np.int64))
+    pitch = np.cumprod((1,) + tuple(shape[::-1]))[::-1][1:]     # flat step per axis
+    starts = np.zeros(1, np.int64)
+    for d in range(cut):
+        starts = (starts[:, None] + (begin[d] + np.arange(sizes[d])) * pitch[d]).reshape(-1)
+    first = begin[cut] * pitch[cut] if shape else 0
+    return tuple((0, int(s + first), int(sizes[cut] * inner) if shape else 1)
+                 for s in starts)
+
+
 register_op("strided_slice", shape=_slice_shape, kernel=_strided_slice, cost=_copy_cost,
             mapping="linear",
-            tile_rule="probe", tile_moves=(0,))
+            tile_rule="probe", tile_moves=(0,), view=_slice_view)
 
 
 def _slice_grad_shape(in_types, *, shape, begin, sizes, strides):

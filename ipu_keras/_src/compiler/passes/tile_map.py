@@ -14,6 +14,12 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
   stay where they are and are reduced in place first);
 * views (ops with no work whose output has the input's bytes: `reshape`, `bitcast`)
   alias their input's mapping and memory;
+* views of parts of their operands (ops with a `view` fact: a static slice, a
+  concatenation; Poplar returns views for both, see the ops) take no memory: their
+  elements stay where the operands' are (a `ViewMapping` of runs of the operands'
+  mappings), and the memory plan keeps every source alive as long as the view
+  (`TileMap.views`: the view's source values). A value that is not a view never takes a
+  `ViewMapping`: an op that would follow a view's layout gets a linear one;
 * everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
   tile, each new value starting where the previous ended so that small values do
   not all land on tile 0. Variables are mapped first, then the graph inputs.
@@ -74,12 +80,95 @@ class Mapping:
 
 
 @dataclasses.dataclass(frozen=True)
+class ViewMapping:
+    """Where a view's elements live: `runs`, in the view's flat order, each `(source,
+    mapping, size, first, length)`: `length` elements from flat element `first` of the
+    value `source` (an id) of `size` elements laid out by `mapping` (a `Mapping`), on a
+    device of `num_tiles` tiles."""
+    runs: tuple
+    num_tiles: int
+
+    @functools.lru_cache(maxsize=1 << 12)
+    def elements(self, size=None, num_tiles=None):
+        """Elements per tile (read-only); `size` and `num_tiles` are the view's own."""
+        total = np.zeros(self.num_tiles, np.int64)
+        for _, mapping, source_size, first, length in self.runs:
+            lo, hi = mapping.bounds(source_size, self.num_tiles)
+            total += np.maximum(0, np.minimum(hi, first + length) - np.maximum(lo, first))
+        total.flags.writeable = False
+        return total
+
+    def held(self, size, lo, hi, num_tiles):
+        """Per tile, how many elements of the view's flat ranges [lo, hi) it holds."""
+        held, offset = np.zeros(self.num_tiles, np.int64), 0
+        for _, mapping, source_size, first, length in self.runs:
+            slo, shi = mapping.bounds(source_size, self.num_tiles)
+            a = np.maximum(slo, first) - first + offset
+            b = np.minimum(shi, first + length) - first + offset
+            held += np.maximum(0, np.minimum(b, hi) - np.maximum(a, lo))
+            offset += length
+        return held
+
+    def part(self, first, length):
+        """The runs of the view's flat elements [first, first + length)."""
+        out, offset = [], 0
+        for source, mapping, source_size, start, run in self.runs:
+            a, b = max(offset, first), min(offset + run, first + length)
+            if a < b:
+                out.append((source, mapping, source_size, start + a - offset, b - a))
+            offset += run
+        return out
+
+    # For reports and the rules that size a spread by its tiles (reductions, gathers):
+    # the tiles holding elements, the first of them, and the most one holds.
+    @property
+    def tiles(self):
+        return int(np.count_nonzero(self.elements()))
+
+    @property
+    def start(self):
+        held = np.flatnonzero(self.elements())
+        return int(held[0]) if held.size else 0
+
+    @property
+    def per_tile(self):
+        return max(1, int(self.elements().max(initial=0)))
+
+    def tile_range(self, num_tiles):
+        return np.flatnonzero(self.elements())
+
+
+def view_mapping(runs, num_tiles):
+    """A `ViewMapping` of `runs`, adjacent runs of one source merged."""
+    merged = []
+    for run in runs:
+        if run[4] == 0:
+            continue
+        if merged and merged[-1][:3] == run[:3] and sum(merged[-1][3:]) == run[3]:
+            merged[-1] = (*run[:3], merged[-1][3], merged[-1][4] + run[4])
+        else:
+            merged.append(tuple(run))
+    return ViewMapping(tuple(merged), num_tiles)
+
+
+def held_elements(mapping, size, lo, hi, num_tiles):
+    """Per tile, how many elements of the flat ranges [lo, hi) (per tile) of a value of
+    `size` elements laid out by `mapping` (a `Mapping` or `ViewMapping`) the tile holds."""
+    if isinstance(mapping, ViewMapping):
+        return mapping.held(size, lo, hi, num_tiles)
+    slo, shi = mapping.bounds(size, num_tiles)
+    return np.maximum(0, np.minimum(hi, shi) - np.maximum(lo, slo))
+
+
+@dataclasses.dataclass(frozen=True)
 class TileMap:
     values: dict          # value id -> Mapping
     variables: list       # variable index -> Mapping
     num_tiles: int
     plans: dict = dataclasses.field(default_factory=dict)    # output value id -> plan
     aliases: dict = dataclasses.field(default_factory=dict)  # view value id -> source id
+    # a view of parts of its operands (`ViewMapping`) -> the ids of the values it views
+    views: dict = dataclasses.field(default_factory=dict)
     tiles_per_ipu: int = 0
     target: object = None     # the `Target` mapped onto (its rates choose reduction trees)
     # equation -> its received bytes per tile (`traffic.received_bytes`, asked by the
@@ -90,9 +179,17 @@ class TileMap:
     def plan_of(self, eqn):
         return self.plans.get(eqn.outputs[0].id) if eqn.outputs else None
 
+    def roots(self, value_id):
+        """The ids of the values whose memory `value_id` lives in (itself if it owns any)."""
+        return self.views.get(value_id) or (self.aliases.get(value_id, value_id),)
+
+    def is_view(self, value_id):
+        """Whether the value takes no memory of its own (a view of other values)."""
+        return value_id in self.aliases or value_id in self.views
+
 
 def is_view(eqn):
-    """Whether `eqn`'s output is a view of its first input (no work, same bytes)."""
+    """Whether `eqn`'s output is a view of its whole first input (no work, same bytes)."""
     if len(eqn.inputs) < 1 or len(eqn.outputs) != 1 or get_op(eqn.op).engine:
         return False
     out, src = eqn.outputs[0].type, eqn.inputs[0].type
@@ -101,6 +198,15 @@ def is_view(eqn):
     opdef = get_op(eqn.op)
     work = opdef.cost([v.type for v in eqn.inputs], [out], **eqn.params)
     return work.kind == "none" and opdef.mapping != "engine"
+
+
+def view_runs(eqn):
+    """The runs of operand elements `eqn`'s output views (the op's `view` fact), or None
+    if it is no such view."""
+    view = get_op(eqn.op).view
+    if view is None or len(eqn.outputs) != 1 or get_op(eqn.op).engine:
+        return None
+    return view([v.type for v in eqn.inputs], [v.type for v in eqn.outputs], **eqn.params)
 
 
 class _Planner:
@@ -115,6 +221,7 @@ class _Planner:
         self.values = {}
         self.plans = {}
         self.aliases = {}
+        self.views = {}
 
     def linear(self, type_, tiles=None):
         grain = max(1, GRAIN_BYTES // type_.itemsize)
@@ -145,27 +252,57 @@ class _Planner:
             # A body's inputs are the trailing operands (an `if` also takes a predicate).
             operands = eqn.inputs[len(eqn.inputs) - len(sub.inputs):]
             for inner, outer in zip(sub.inputs, operands):
-                self.values[inner.id] = self.values.get(outer.id) or self.linear(outer.type)
+                self.values[inner.id] = self._own(self.values.get(outer.id), outer.type)
             self.graph(sub, variables)
             self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         for i, out in enumerate(eqn.outputs):
             self.values[out.id] = self._choose(opdef, eqn, i, out)
 
+    def _own(self, mapping, type_):
+        """`mapping` for a value with memory of its own: a view's layout is no tensor's,
+        such a value is laid out linearly (as are values without one)."""
+        if mapping is None or isinstance(mapping, ViewMapping):
+            return self.linear(type_)
+        return mapping
+
     def _choose(self, opdef, eqn, i, out):
         if opdef.role == "loop":
-            return self.values.get(eqn.inputs[i].id) or self.linear(out.type)
+            return self._own(self.values.get(eqn.inputs[i].id), out.type)
         if i == 0 and opdef.mapping == "matmul" and len(eqn.inputs) >= 2:
             return self._matmul(eqn, out)
         if i == 0 and opdef.plan == "gather" and eqn.inputs[0].id in self.values:
             return self._gather(eqn, out)
         if is_view(eqn) and eqn.inputs[0].id in self.values:
-            self.aliases[out.id] = self.aliases.get(eqn.inputs[0].id, eqn.inputs[0].id)
-            return self.values[eqn.inputs[0].id]
+            source = eqn.inputs[0].id
+            if source in self.views:
+                self.views[out.id] = self.views[source]
+            else:
+                self.aliases[out.id] = self.aliases.get(source, source)
+            return self.values[source]
+        runs = view_runs(eqn)
+        if runs is not None and all(v.id in self.values for v in eqn.inputs):
+            return self._view(eqn, out, runs)
         if opdef.mapping == "elementwise":
             for v in eqn.inputs:
-                if v.type.shape == out.type.shape and v.id in self.values:
+                if (v.type.shape == out.type.shape and v.id in self.values
+                        and not isinstance(self.values[v.id], ViewMapping)):
                     return self.values[v.id]
         return self.linear(out.type)
+
+    def _view(self, eqn, out, runs):
+        """A view of parts of its operands: their runs' mappings, their sources kept."""
+        pieces, sources = [], {}
+        for k, first, length in runs:
+            value = eqn.inputs[k]
+            mapping = self.values[value.id]
+            if isinstance(mapping, ViewMapping):
+                pieces.extend(mapping.part(first, length))
+            else:
+                pieces.append((value.id, mapping, value.type.size, first, length))
+            sources.update(dict.fromkeys(self.views.get(value.id) or
+                                         (self.aliases.get(value.id, value.id),)))
+        self.views[out.id] = tuple(sources)
+        return view_mapping(pieces, self.num_tiles)
 
     def _matmul(self, eqn, out):
         problem = planner.problem_of(eqn)
@@ -234,4 +371,4 @@ def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
         planner_.values[value.id] = planner_.linear(value.type)
     planner_.graph(graph, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
-                   planner_.aliases, target.tiles_per_ipu, target)
+                   planner_.aliases, planner_.views, target.tiles_per_ipu, target)
