@@ -136,7 +136,8 @@ def test_slice_runs_are_the_kernels_elements(shape, begin, sizes, strides):
     x = RNG.standard_normal(shape).astype(np.float32)
     op = get_op("strided_slice")
     params = dict(begin=begin, sizes=sizes, strides=strides)
-    runs = op.view([TensorType(shape, "float32")], [TensorType(sizes, "float32")], **params)
+    (runs,) = op.view([TensorType(shape, "float32")], [TensorType(sizes, "float32")],
+                      **params)
     flat = x.reshape(-1)
     np.testing.assert_array_equal(np.concatenate([flat[s:s + n] for _, s, n in runs]),
                                   op.kernel(x, **params).reshape(-1))
@@ -150,7 +151,36 @@ def test_concat_runs_are_the_kernels_elements(axis):
     xs = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
     op = get_op("concat")
     out = op.kernel(*xs, axis=axis)
-    runs = op.view([TensorType(s, "float32") for s in shapes],
-                   [TensorType(out.shape, "float32")], axis=axis)
+    (runs,) = op.view([TensorType(s, "float32") for s in shapes],
+                      [TensorType(out.shape, "float32")], axis=axis)
     np.testing.assert_array_equal(
         np.concatenate([xs[k].reshape(-1)[s:s + n] for k, s, n in runs]), out.reshape(-1))
+
+
+@pytest.mark.parametrize("axis", (0, 1, 2))
+def test_split_runs_are_the_kernels_elements(axis):
+    x = RNG.standard_normal((6, 5, 4)).astype(np.float32)
+    sizes = {0: (1, 3, 2), 1: (2, 3), 2: (1, 1, 2)}[axis]
+    op = get_op("split")
+    parts = op.kernel(x, axis=axis, sizes=sizes)
+    runs = op.view([TensorType(x.shape, "float32")],
+                   [TensorType(p.shape, "float32") for p in parts], axis=axis, sizes=sizes)
+    flat = x.reshape(-1)
+    for part, part_runs in zip(parts, runs):
+        np.testing.assert_array_equal(
+            np.concatenate([flat[s:s + n] for _, s, n in part_runs]), part.reshape(-1))
+
+
+def test_the_parts_of_a_split_add_no_bytes():
+    """x[8, 16] split in two along rows, each part negated: no step holds a part's bytes."""
+    b = Builder()
+    x = new_input((8, 16), "float32")
+    top, bottom = b.emit("split", [x], axis=0, sizes=(3, 5))
+    graph = b.graph([x], [b.emit("neg", [top]), b.emit("neg", [bottom])])
+    plan, tile_map = _plan(graph)
+    assert tile_map.roots(top.id) == tile_map.roots(bottom.id) == (x.id,)
+    # x stays alive until the second part's reader (the parts view it).
+    assert plan.liveness == [8 * 16 * F32,
+                             (8 * 16 + 3 * 16) * F32 + _received(graph, tile_map, 1),
+                             (8 * 16 + 3 * 16 + 5 * 16) * F32 + _received(graph, tile_map, 2)]
+    assert step_cycles(graph.equations[0], tile_map, small_target(4)) == [0, 0, 0, 0]

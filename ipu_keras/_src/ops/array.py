@@ -107,7 +107,7 @@ def _concat_view(in_types, out_types, *, axis):
     blocks = [(k, t.size // outer) for k, t in enumerate(in_types) if t.size]
     if outer * len(blocks) > MAX_VIEW_RUNS:
         return None
-    return tuple((k, o * block, block) for o in range(outer) for k, block in blocks)
+    return (tuple((k, o * block, block) for o in range(outer) for k, block in blocks),)
 
 
 register_op("concat", shape=_concat_shape, kernel=_concat, cost=_copy_cost,
@@ -128,8 +128,22 @@ def _split(x, *, axis, sizes):
     return tuple(np.ascontiguousarray(p) for p in np.split(x, cuts, axis=axis))
 
 
+def _split_view(in_types, out_types, *, axis, sizes):
+    """Each part is a slice of the operand on `axis`, a view (IPU TensorFlow imports a
+    split as static slices, lowered as `_slice_view` says): for each index of the axes
+    before `axis`, the part's block of the axes from `axis` on."""
+    x = in_types[0]
+    outer = math.prod(x.shape[:axis])
+    inner = math.prod(x.shape[axis + 1:])
+    if outer * len(sizes) > MAX_VIEW_RUNS:
+        return None
+    offsets = np.cumsum((0,) + tuple(sizes))[:-1]
+    return tuple(tuple((0, (o * x.shape[axis] + int(c)) * inner, n * inner)
+                       for o in range(outer)) for c, n in zip(offsets, sizes))
+
+
 register_op("split", shape=_split_shape, kernel=_split, cost=_copy_cost, mapping="linear",
-            tile_rule="probe", tile_moves=(0,))
+            tile_rule="probe", tile_moves=(0,), view=_split_view)
 
 
 def _tile_shape(in_types, *, multiples):

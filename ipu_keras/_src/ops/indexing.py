@@ -85,8 +85,8 @@ def _slice_view(in_types, out_types, *, begin, sizes, strides):
     for d in range(cut):
         starts = (starts[:, None] + (begin[d] + np.arange(sizes[d])) * pitch[d]).reshape(-1)
     first = begin[cut] * pitch[cut] if shape else 0
-    return tuple((0, int(s + first), int(sizes[cut] * inner) if shape else 1)
-                 for s in starts)
+    return (tuple((0, int(s + first), int(sizes[cut] * inner) if shape else 1)
+                  for s in starts),)
 
 
 register_op("strided_slice", shape=_slice_shape, kernel=_strided_slice, cost=_copy_cost,

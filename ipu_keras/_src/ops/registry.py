@@ -50,14 +50,14 @@ op it owns:
     "per_use": a conversion, cloned before each reader when its operand is a parameter
     (IPU TensorFlow's RecomputeCasts); "checkpoint": a recomputation checkpoint, whose
     value is kept and where recomputation starts;
-  - `view`: `(in_types, out_types, **params) -> runs or None`, for an op whose output is
-    a view of its operands' elements (Poplar's `Tensor::slice` and `poplar::concat` return
-    views, not copies): the output's flat elements, in order, as `(operand, first flat
-    element, length)` runs of contiguous operand elements; None (per equation: e.g. a
-    strided slice with steps, or more than `MAX_VIEW_RUNS` runs) when the equation
-    copies. Default None: never a view. The
-    tile map then gives the output its runs' tiles, and the memory plan no bytes of its
-    own (`compiler/passes/tile_map.py`);
+  - `view`: `(in_types, out_types, **params) -> runs per output, or None`, for an op whose
+    outputs are views of its operands' elements (Poplar's `Tensor::slice` and
+    `poplar::concat` return views, not copies): each output's flat elements, in order,
+    as `(operand, first flat element, length)` runs of contiguous operand elements; None
+    (per equation: e.g. a strided slice with steps, or more than `MAX_VIEW_RUNS` runs)
+    when the equation copies. Default None: never a view. The tile map then gives the
+    outputs their runs' tiles, and the memory plan no bytes of their own
+    (`compiler/passes/tile_map.py`);
   - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
     recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
     "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,

@@ -164,8 +164,8 @@ class StrictEngine(Engine):
         report = StepReport(block, position, step.op, traffic.source,
                             modelled=int(traffic.received))
         self.steps.append(report)
-        if len(outs) == 1 and outs[0] in self.views:
-            return self._view_step(vectorised, report, outs[0])
+        if outs and all(o in self.views for o in outs):
+            return self._view_step(vectorised, report, outs)
         check = _TileCheck(step.op, step.params, report, [self.mappings.get(s) for s in ins],
                            [self.mappings.get(s) for s in outs], self.num_tiles, traffic)
 
@@ -175,22 +175,22 @@ class StrictEngine(Engine):
         return run
 
 
-    def _view_step(self, vectorised, report, out):
+    def _view_step(self, vectorised, report, outs):
         """A view computes and moves nothing on the tiles: its elements must be, bit for
         bit, those of its runs where its sources hold them."""
-        runs = self.views[out]
 
         def run(env):
             vectorised(env)
-            flat = np.asarray(env[out]).reshape(-1)
-            parts = [np.asarray(env[slot]).reshape(-1)[first:first + length]
-                     for slot, _, first, length in runs]
-            whole = np.concatenate(parts) if parts else flat[:0]
-            if not _same_bits(whole, flat):
-                raise StrictModeMismatch(
-                    f"Strict tile mode: the view {report.op} (from {report.source}) is not "
-                    f"the elements of its runs: expected {flat[:8]!r}... Received: "
-                    f"{whole[:8]!r}... The op's `view` fact is wrong.")
+            for out in outs:
+                flat = np.asarray(env[out]).reshape(-1)
+                parts = [np.asarray(env[slot]).reshape(-1)[first:first + length]
+                         for slot, _, first, length in self.views[out]]
+                whole = np.concatenate(parts) if parts else flat[:0]
+                if not _same_bits(whole, flat):
+                    raise StrictModeMismatch(
+                        f"Strict tile mode: the view {report.op} (from {report.source}) is "
+                        f"not the elements of its runs: expected {flat[:8]!r}... Received: "
+                        f"{whole[:8]!r}... The op's `view` fact is wrong.")
             report.rule, report.runs = "view", report.runs + 1
         return run
 

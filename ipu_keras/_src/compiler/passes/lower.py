@@ -226,9 +226,10 @@ class _Lowering:
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
 
     def _is_view(self, eqn):
-        """A view (a reshape, a static slice, a concatenation: `tile_map.py`) moves and
-        computes nothing: its readers receive its elements from where its sources are."""
-        return len(eqn.outputs) == 1 and self.map.is_view(eqn.outputs[0].id)
+        """A view (a reshape, a static slice, a split, a concatenation: `tile_map.py`)
+        moves and computes nothing: its readers receive its elements from where its
+        sources are."""
+        return bool(eqn.outputs) and all(self.map.is_view(v.id) for v in eqn.outputs)
 
     def _loop_state_copy(self, loop, body):
         """[compute, exchange, sync, 0] of copying a loop body's results into the loop's

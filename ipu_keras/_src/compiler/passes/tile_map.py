@@ -14,8 +14,8 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
   stay where they are and are reduced in place first);
 * views (ops with no work whose output has the input's bytes: `reshape`, `bitcast`)
   alias their input's mapping and memory;
-* views of parts of their operands (ops with a `view` fact: a static slice, a
-  concatenation; Poplar returns views for both, see the ops) take no memory: their
+* views of parts of their operands (ops with a `view` fact: a static slice, a split, a
+  concatenation; Poplar returns views for them, see the ops) take no memory: their
   elements stay where the operands' are (a `ViewMapping` of runs of the operands'
   mappings), and the memory plan keeps every source alive as long as the view
   (`TileMap.views`: the view's source values). A value that is not a view never takes a
@@ -201,10 +201,10 @@ def is_view(eqn):
 
 
 def view_runs(eqn):
-    """The runs of operand elements `eqn`'s output views (the op's `view` fact), or None
-    if it is no such view."""
+    """Per output of `eqn`, the runs of operand elements it views (the op's `view` fact),
+    or None if its outputs are no such views."""
     view = get_op(eqn.op).view
-    if view is None or len(eqn.outputs) != 1 or get_op(eqn.op).engine:
+    if view is None or get_op(eqn.op).engine:
         return None
     return view([v.type for v in eqn.inputs], [v.type for v in eqn.outputs], **eqn.params)
 
@@ -281,7 +281,7 @@ class _Planner:
             return self.values[source]
         runs = view_runs(eqn)
         if runs is not None and all(v.id in self.values for v in eqn.inputs):
-            return self._view(eqn, out, runs)
+            return self._view(eqn, out, runs[i])
         if opdef.mapping == "elementwise":
             for v in eqn.inputs:
                 if (v.type.shape == out.type.shape and v.id in self.values
