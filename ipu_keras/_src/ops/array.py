@@ -101,8 +101,10 @@ def _concat(*xs, axis):
 def _concat_view(in_types, out_types, *, axis):
     """The operands end to end: for each index of the axes before `axis`, each operand's
     block of the axes from `axis` on (IPU TensorFlow lowers a concatenation as
-    `poplar::concat` of its operands, a view: graphcore/tensorflow@b2127bb,
-    `driver/visitors/visitor_full.cc`, `FullVisitor::HandleConcatenate`)."""
+    `poplar::concat` of its operands' tensors, a view, with no copy:
+    graphcore/tensorflow@b2127bb, `driver/visitors/visitor_full.cc`,
+    `FullVisitor::HandleConcatenate`; its dataflow analysis makes the result an alias
+    of every operand, `driver/tools/hlo_poplar_dataflow_analysis.cc`)."""
     outer = math.prod(out_types[0].shape[:axis])
     blocks = [(k, t.size // outer) for k, t in enumerate(in_types) if t.size]
     if outer * len(blocks) > MAX_VIEW_RUNS:
@@ -129,9 +131,11 @@ def _split(x, *, axis, sizes):
 
 
 def _split_view(in_types, out_types, *, axis, sizes):
-    """Each part is a slice of the operand on `axis`, a view (IPU TensorFlow imports a
-    split as static slices, lowered as `_slice_view` says): for each index of the axes
-    before `axis`, the part's block of the axes from `axis` on."""
+    """Each part is a slice of the operand on `axis`, a view (TensorFlow's XLA bridge
+    builds a split as one static slice per part, graphcore/tensorflow@b2127bb,
+    `compiler/tf2xla/kernels/split_op.cc`, which IPU TensorFlow lowers as
+    `indexing._slice_view` says): for each index of the axes before `axis`, the part's
+    block of the axes from `axis` on."""
     x = in_types[0]
     outer = math.prod(x.shape[:axis])
     inner = math.prod(x.shape[axis + 1:])
