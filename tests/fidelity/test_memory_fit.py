@@ -236,8 +236,9 @@ OPEN_CASES = [
         "charged as a copy whose every operand was counted as received over the whole "
         "output: 281 MB of its 422 MB peak). Our peak is the add: x, the six products the "
         "concat views, the sum (47 MB each) and the 47 MB of products the sum's tiles "
-        "receive; IPU TensorFlow adds in place into x (driver/passes/inplace_finder.cc), "
-        "which we do not model. Next, the sixth call (170 MB): x, y, z, five products, the "
+        "receive; IPU TensorFlow adds in place into x (a binary elementwise op is in "
+        "place on operand 0, driver/tools/hlo_poplar_dataflow_analysis.cc), which we do "
+        "not model. Next, the sixth call (170 MB): x, y, z, five products, the "
         "body's slice copy, its product and copy out (16 MB) and 59 MB of plan "
         "temporaries, for a product whose output is 7.8 MB.",
         published=126_942_643),
