@@ -117,6 +117,41 @@ def test_readers_of_views_are_charged_what_strict_mode_measures(tiles):
     assert reader.measured == reader.modelled
 
 
+def _channel_views_graph():
+    """Image batches joined on their channels, then channels sliced out of the join and
+    of an operand (a view of a view, and views of many short runs), each read by a neg."""
+    b = Builder()
+    x, y = new_input((2, 3, 4, 5), "float32"), new_input((2, 3, 4, 3), "float32")
+    join = b.emit("concat", [b.emit("exp", [x]), b.emit("exp", [y])], axis=3)
+    middle = b.emit("strided_slice", [join], begin=(0, 1, 0, 3), sizes=(2, 2, 4, 4),
+                    strides=(1, 1, 1, 1))
+    first = b.emit("strided_slice", [x], begin=(1, 0, 0, 0), sizes=(1, 3, 4, 2),
+                   strides=(1, 1, 1, 1))
+    outs = [b.emit("neg", [v]) for v in (join, middle, first)]
+    return b.graph([x, y], outs), (2, 3, 4, 5), (2, 3, 4, 3)
+
+
+@pytest.mark.parametrize("tiles", (4, 7, 16))
+def test_readers_of_views_of_many_runs_are_charged_what_strict_mode_measures(tiles):
+    graph, *shapes = _channel_views_graph()
+    exe = compile_graph(graph, small_target(tiles))
+    inputs = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    engine = StrictEngine(exe)
+    outs = engine.run(inputs, [], None)
+    join = np.exp(np.concatenate(inputs, axis=3))
+    for got, want in zip(outs, (join, join[:, 1:3, :, 3:7], inputs[0][1:2, ..., :2])):
+        np.testing.assert_array_equal(got, -want)
+    report = engine.report()
+    assert [r.rule for r in report if r.op != "neg" and r.op != "exp"] == ["view"] * 3
+    for reader in (r for r in report if r.op == "neg"):
+        assert reader.measured == reader.modelled, engine.format_report()
+    tile_map = plan_tile_mapping(graph, small_target(tiles))
+    sizes = [v.type.size for v in graph.outputs]
+    for eqn, size in zip((e for e in graph.equations if e.op == "neg"), sizes):
+        held = tile_map.values[eqn.inputs[0].id].elements()
+        assert held.sum() == size                   # every element on one tile
+
+
 def test_saved_executables_keep_their_views(tmp_path):
     graph, _ = _concat_graph()
     exe = compile_graph(graph, small_target(4))
@@ -125,50 +160,64 @@ def test_saved_executables_keep_their_views(tmp_path):
     assert type(exe).load(tmp_path / "exe.zip").blocks[0].tiles == exe.blocks[0].tiles
 
 
+def _assembled(groups, operands, size):
+    """The flat output the view's groups of runs make of `operands` (arrays)."""
+    out = np.full(size, np.nan, np.float32)
+    covered = np.zeros(size, np.int64)
+    for k, first, pitch, length, count, at, step in groups:
+        for j in range(count):
+            out[at + j * step:at + j * step + length] = operands[k].reshape(-1)[
+                first + j * pitch:first + j * pitch + length]
+            covered[at + j * step:at + j * step + length] += 1
+    assert (covered == 1).all()                   # every element once
+    return out
+
+
 SLICES = [((6, 5, 4), (1, 2, 0), (3, 2, 4), (1, 1, 1)),
           ((6, 5, 4), (2, 1, 1), (1, 3, 2), (5, 1, 1)),
           ((6, 5, 4), (0, 0, 0), (6, 5, 4), (1, 1, 1)),
-          ((7,), (2,), (4,), (1,))]
+          ((6, 5, 4), (0, 0, 1), (6, 5, 2), (1, 1, 1)),       # channels of every pixel
+          ((3, 4, 5, 6), (1, 0, 2, 0), (2, 4, 2, 6), (1, 1, 1, 1)),
+          ((3, 4, 5, 6), (1, 1, 0, 3), (2, 2, 5, 2), (1, 1, 1, 1)),
+          ((7,), (2,), (4,), (1,)),
+          ((), (), (), ())]
 
 
 @pytest.mark.parametrize("shape,begin,sizes,strides", SLICES)
-def test_slice_runs_are_the_kernels_elements(shape, begin, sizes, strides):
-    x = RNG.standard_normal(shape).astype(np.float32)
+def test_slice_groups_are_the_kernels_elements(shape, begin, sizes, strides):
+    x = np.asarray(RNG.standard_normal(shape), np.float32)
     op = get_op("strided_slice")
     params = dict(begin=begin, sizes=sizes, strides=strides)
-    (runs,) = op.view([TensorType(shape, "float32")], [TensorType(sizes, "float32")],
-                      **params)
-    flat = x.reshape(-1)
-    np.testing.assert_array_equal(np.concatenate([flat[s:s + n] for _, s, n in runs]),
-                                  op.kernel(x, **params).reshape(-1))
+    (groups,) = op.view([TensorType(shape, "float32")], [TensorType(sizes, "float32")],
+                        **params)
+    want = op.kernel(x, **params).reshape(-1)
+    np.testing.assert_array_equal(_assembled(groups, [x], want.size), want)
 
 
 @pytest.mark.parametrize("axis", (0, 1, 2))
-def test_concat_runs_are_the_kernels_elements(axis):
+def test_concat_groups_are_the_kernels_elements(axis):
     shapes = [[3, 4, 5], [3, 4, 5], [3, 4, 5]]
     for s, extra in zip(shapes, (1, 2, 3)):
         s[axis] = extra
     xs = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
     op = get_op("concat")
     out = op.kernel(*xs, axis=axis)
-    (runs,) = op.view([TensorType(s, "float32") for s in shapes],
-                      [TensorType(out.shape, "float32")], axis=axis)
-    np.testing.assert_array_equal(
-        np.concatenate([xs[k].reshape(-1)[s:s + n] for k, s, n in runs]), out.reshape(-1))
+    (groups,) = op.view([TensorType(s, "float32") for s in shapes],
+                        [TensorType(out.shape, "float32")], axis=axis)
+    np.testing.assert_array_equal(_assembled(groups, xs, out.size), out.reshape(-1))
 
 
 @pytest.mark.parametrize("axis", (0, 1, 2))
-def test_split_runs_are_the_kernels_elements(axis):
+def test_split_groups_are_the_kernels_elements(axis):
     x = RNG.standard_normal((6, 5, 4)).astype(np.float32)
     sizes = {0: (1, 3, 2), 1: (2, 3), 2: (1, 1, 2)}[axis]
     op = get_op("split")
     parts = op.kernel(x, axis=axis, sizes=sizes)
-    runs = op.view([TensorType(x.shape, "float32")],
-                   [TensorType(p.shape, "float32") for p in parts], axis=axis, sizes=sizes)
-    flat = x.reshape(-1)
-    for part, part_runs in zip(parts, runs):
-        np.testing.assert_array_equal(
-            np.concatenate([flat[s:s + n] for _, s, n in part_runs]), part.reshape(-1))
+    groups = op.view([TensorType(x.shape, "float32")],
+                     [TensorType(p.shape, "float32") for p in parts], axis=axis, sizes=sizes)
+    for part, part_groups in zip(parts, groups):
+        np.testing.assert_array_equal(_assembled(part_groups, [x], part.size),
+                                      part.reshape(-1))
 
 
 def test_the_parts_of_a_split_add_no_bytes():

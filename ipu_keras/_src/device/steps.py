@@ -25,7 +25,7 @@ In `executable.json` a block is an object with those six names; a step is a list
 then its fields in order (`["exec", op, ins, outs, params]`); a profile row is `[op,
 layer, cycles in CYCLE_KINDS order, sub-blocks, IPU]`, a source `[node, layer]`, a tile
 mapping `[slot or variable, start, tiles, per_tile]`, a view `[slot, [[source slot, size,
-first, length], ...]]` and a step's traffic `[received,
+first, pitch, length, count, at, step], ...]]` and a step's traffic `[received,
 source, k_split, partial_bytes, block_rows, block_cols]`. `blocks_from_data` rebuilds the
 records and distrusts the structure: a field of the wrong type, a slot, variable, feed or
 block out of range, a list of the wrong length raises `Malformed`, which the loader
@@ -238,13 +238,14 @@ class TileMapping:
 
 @_record
 class TileView:
-    """A slot that is a view of parts of other slots (a static slice, a concatenation):
-    its flat elements are `runs`, in order, each `(slot, size, first, length)`: `length`
-    elements from flat element `first` of `slot` (of `size` elements), which has a
-    `TileMapping` of its own. It lives where those elements live."""
+    """A slot that is a view of parts of other slots (a static slice, a split, a
+    concatenation). Its flat elements are `groups`, each `(slot, size, first, pitch,
+    length, count, at, step)`: `count` runs of `length` elements, run `j` being `slot`'s
+    (of `size` elements) from `first + j * pitch` and the view's from `at + j * step`.
+    It lives where those elements live (`slot` has a `TileMapping` or is a view)."""
 
     index: int
-    runs: tuple
+    groups: tuple
 
 
 @_record
@@ -280,7 +281,7 @@ class TileFacts:
                 "steps": [[int(t.received), t.source, int(t.k_split), int(t.partial_bytes),
                            int(t.block_rows), int(t.block_cols)] for t in self.steps],
                 "variables": [_mapping_data(m) for m in self.variables],
-                "views": [[int(v.index), [[int(x) for x in run] for run in v.runs]]
+                "views": [[int(v.index), [[int(x) for x in g] for g in v.groups]]
                           for v in self.views]}
 
 
@@ -486,14 +487,17 @@ def _tile_facts(data, bounds, steps, where):
 
 
 def _view(data, stop, where):
-    index, runs = _list(data, "a view, [slot, runs]", where, 2)
+    index, groups = _list(data, "a view, [slot, groups]", where, 2)
     _index(index, stop, "a slot", where)
     out = []
-    for run in _list(runs, "a list of runs", where):
-        row = _list(run, "a run of 4 ints", where, 4)
-        _expect(all(_is_int(v) and v >= 0 for v in row) and row[2] + row[3] <= row[1],
-                "a run [slot, size, first, length] inside its slot", where, row)
-        _index(row[0], stop, "a slot", where)
+    for group in _list(groups, "a list of groups", where):
+        row = _list(group, "a group of 8 ints", where, 8)
+        _expect(all(_is_int(v) and v >= 0 for v in row), "a group of 8 ints", where, row)
+        slot, size, first, pitch, length, count = row[:6]
+        _expect(first + (count - 1) * pitch + length <= size if count else True,
+                "a group [slot, size, first, pitch, length, count, at, step] inside its "
+                "slot", where, row)
+        _index(slot, stop, "a slot", where)
         out.append(tuple(int(v) for v in row))
     return TileView(int(index), tuple(out))
 

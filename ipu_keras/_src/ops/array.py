@@ -16,7 +16,7 @@ from ipu_keras.errors import StaticShapeRequiredError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops import simd
 from ipu_keras._src.ops._common import no_cost, per_output_element
-from ipu_keras._src.ops.registry import MAX_VIEW_RUNS, register_op, tf_import
+from ipu_keras._src.ops.registry import register_op, tf_import
 
 TF_TYPES = (
     "Reshape", "ExpandDims", "Squeeze", "Transpose", "ConcatV2", "Pack", "Unpack", "Split",
@@ -106,10 +106,10 @@ def _concat_view(in_types, out_types, *, axis):
     `FullVisitor::HandleConcatenate`; its dataflow analysis makes the result an alias
     of every operand, `driver/tools/hlo_poplar_dataflow_analysis.cc`)."""
     outer = math.prod(out_types[0].shape[:axis])
-    blocks = [(k, t.size // outer) for k, t in enumerate(in_types) if t.size]
-    if outer * len(blocks) > MAX_VIEW_RUNS:
-        return None
-    return (tuple((k, o * block, block) for o in range(outer) for k, block in blocks),)
+    blocks = [t.size // outer if outer else 0 for t in in_types]
+    at = np.cumsum([0] + blocks)
+    return (tuple((k, 0, block, block, outer, int(at[k]), int(at[-1]))
+                  for k, block in enumerate(blocks) if block),)
 
 
 register_op("concat", shape=_concat_shape, kernel=_concat, cost=_copy_cost,
@@ -139,11 +139,9 @@ def _split_view(in_types, out_types, *, axis, sizes):
     x = in_types[0]
     outer = math.prod(x.shape[:axis])
     inner = math.prod(x.shape[axis + 1:])
-    if outer * len(sizes) > MAX_VIEW_RUNS:
-        return None
     offsets = np.cumsum((0,) + tuple(sizes))[:-1]
-    return tuple(tuple((0, (o * x.shape[axis] + int(c)) * inner, n * inner)
-                       for o in range(outer)) for c, n in zip(offsets, sizes))
+    return tuple(((0, int(c) * inner, x.shape[axis] * inner, n * inner, outer, 0, n * inner),)
+                 for c, n in zip(offsets, sizes))
 
 
 register_op("split", shape=_split_shape, kernel=_split, cost=_copy_cost, mapping="linear",

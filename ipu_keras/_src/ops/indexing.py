@@ -7,13 +7,16 @@ tensor), `segment_sum` and `one_hot`. Index operands stay dynamic; index values
 outside the indexed dimension raise `IndexOutOfRangeError` (an `IndexError`), as
 TensorFlow on the CPU rejects them.
 """
+import itertools
+import math
+
 import numpy as np
 
 from ipu_keras.errors import IndexOutOfRangeError, UnsupportedOpError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops._common import per_output_element
 from ipu_keras._src.ops.array import broadcast_to, ints, reshape
-from ipu_keras._src.ops.registry import MAX_VIEW_RUNS, Work, register_op, tf_import
+from ipu_keras._src.ops.registry import MAX_VIEW_GROUPS, Work, register_op, tf_import
 
 TF_TYPES = (
     "Slice", "StridedSlice", "StridedSliceGrad", "GatherV2", "ResourceGather", "GatherNd",
@@ -68,25 +71,30 @@ def _slice_view(in_types, out_types, *, begin, sizes, strides):
     `Tensor::slice` of its input, and copies it only when the slice is not lowered in
     place, which its in-place analysis allows unless another user writes the input in
     place: graphcore/tensorflow@b2127bb, `driver/ops/tensor_ops.cc` and
-    `driver/tools/inplace_util.cc`, `ConvertToInplaceReadOnly`): the runs of whole trailing
-    axes it takes. A slice with other steps copies here (its runs would be single
-    elements)."""
+    `driver/tools/inplace_util.cc`, `ConvertToInplaceReadOnly`). Its runs are the rows of
+    the whole trailing axes after the last sliced one (`cut`); the axes before it, from
+    the last sliced one (`outer`) on, step through the operand by one pitch, and make a
+    group. A slice with other steps copies here."""
     shape = in_types[0].shape
     if any(s != 1 and n > 1 for s, n in zip(strides, sizes)) or not all(sizes):
         return None
-    # The axes after `cut` are taken whole: each run is `sizes[cut]` rows of them.
-    cut = max([d for d in range(len(shape)) if (begin[d], sizes[d]) != (0, shape[d])],
-              default=0)
-    if int(np.prod(sizes[:cut], dtype=np.int64)) > MAX_VIEW_RUNS:
+    if not shape:
+        return (((0, 0, 1, 1, 1, 0, 1),),)
+    sliced = [d for d in range(len(shape)) if (begin[d], sizes[d]) != (0, shape[d])]
+    cut = max(sliced, default=0)
+    outer = max([d for d in sliced if d < cut], default=0)
+    pitch = [math.prod(shape[d + 1:]) for d in range(len(shape))]   # flat step per axis
+    length = sizes[cut] * pitch[cut]
+    if cut == 0:
+        return (((0, begin[0] * pitch[0], length, length, 1, 0, length),),)
+    count = sizes[outer] * math.prod(shape[outer + 1:cut])
+    if math.prod(sizes[:outer]) > MAX_VIEW_GROUPS:
         return None
-    inner = int(np.prod(shape[cut + 1:], dtype=np.int64))
-    pitch = np.cumprod((1,) + tuple(shape[::-1]))[::-1][1:]     # flat step per axis
-    starts = np.zeros(1, np.int64)
-    for d in range(cut):
-        starts = (starts[:, None] + (begin[d] + np.arange(sizes[d])) * pitch[d]).reshape(-1)
-    first = begin[cut] * pitch[cut] if shape else 0
-    return (tuple((0, int(s + first), int(sizes[cut] * inner) if shape else 1)
-                  for s in starts),)
+    base = begin[outer] * pitch[outer] + begin[cut] * pitch[cut]
+    firsts = [base + sum((b + i) * p for b, i, p in zip(begin, index, pitch))
+              for index in itertools.product(*(range(n) for n in sizes[:outer]))]
+    return (tuple((0, first, pitch[cut - 1], length, count, g * count * length, length)
+                  for g, first in enumerate(firsts)),)
 
 
 register_op("strided_slice", shape=_slice_shape, kernel=_strided_slice, cost=_copy_cost,

@@ -50,14 +50,16 @@ op it owns:
     "per_use": a conversion, cloned before each reader when its operand is a parameter
     (IPU TensorFlow's RecomputeCasts); "checkpoint": a recomputation checkpoint, whose
     value is kept and where recomputation starts;
-  - `view`: `(in_types, out_types, **params) -> runs per output, or None`, for an op whose
-    outputs are views of its operands' elements (Poplar's `Tensor::slice` and
-    `poplar::concat` return views, not copies): each output's flat elements, in order,
-    as `(operand, first flat element, length)` runs of contiguous operand elements; None
-    (per equation: e.g. a strided slice with steps, or more than `MAX_VIEW_RUNS` runs)
-    when the equation copies. Default None: never a view. The tile map then gives the
-    outputs their runs' tiles, and the memory plan no bytes of their own
-    (`compiler/passes/tile_map.py`);
+  - `view`: `(in_types, out_types, **params) -> groups per output, or None`, for an op
+    whose outputs are views of its operands' elements (Poplar's `Tensor::slice` and
+    `poplar::concat` return views, not copies): each output's flat elements as groups
+    `(operand, first, pitch, length, count, at, step)` of `count` runs of `length`
+    elements, run `j` being the operand's flat elements from `first + j * pitch` and
+    the output's from `at + j * step`, covering the output once; None (per equation:
+    e.g. a strided slice with steps, or more than `MAX_VIEW_GROUPS` groups) when the
+    equation copies. Default None: never a view. The tile map then leaves the elements
+    on their operands' tiles, and the memory plan gives the outputs no bytes of their
+    own (`compiler/passes/views.py`);
   - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
     recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
     "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,
@@ -95,10 +97,10 @@ PLANS = ("matmul", "conv", "gather")
 EXCHANGES = ("operands", "rows", "tree", "variable", "none")
 RECOMPUTE = ("again", "never", "per_use", "checkpoint")
 CHAINS = ("norm", "norm_grad", "nonlinearity", "nonlinearity_grad")
-MAX_VIEW_RUNS = 256
-"""Most runs a `view` describes; a view of more (a slice of a few columns of many rows) is
-modelled as the copy it is not, as the tile map follows each run's tiles: a modelling
-limit, not a Poplar one."""
+MAX_VIEW_GROUPS = 4096
+"""Most groups of runs a `view` gives one output; a view needing more (a slice of a few
+rows of each of many matrices) is modelled as the copy it is not: a modelling limit,
+not a Poplar one."""
 FULL = None
 """In a `tile_axes` axis map: the operand axis is needed whole."""
 

@@ -17,9 +17,9 @@ the lowering):
    under both poisons, so an output element that needs data the tile lacks cannot
    come out right; the assembled tile slices must equal the vectorised output.
 
-A view (a static slice, a concatenation: the executable's `TileView`s) runs on no tile:
-its elements must be those of its runs, and its readers hold what its sources' tiles
-hold. A disagreement raises `StrictModeMismatch` naming the op, its source and the tile.
+A view (a static slice, a split, a concatenation: the executable's `TileView`s) runs on
+no tile: its elements must be those of its groups of runs, and its readers hold what its
+sources' tiles hold. A disagreement raises `StrictModeMismatch` naming the op, its source and the tile.
 The received bytes are compared with what the cost model charged the step (busiest
 tile): `report()` lists both per step, and which steps ran a rule that is not
 tile-local ("fallback": every tile needs every operand element). Two steps may also
@@ -121,10 +121,10 @@ class StrictEngine(Engine):
         self.views = {}
         for block in executable.blocks:
             for view in block.tiles.views:
-                self.views[view.index] = view.runs
-                self.mappings[view.index] = ViewRuns(tuple(
-                    (self.mappings.get(slot), size, first, length)
-                    for slot, size, first, length in view.runs))
+                self.views[view.index] = view.groups
+                self.mappings[view.index] = ViewGroups(
+                    (self.mappings.get(slot), size, *runs)
+                    for slot, size, *runs in view.groups)
         self.steps = []
         self._facts = None
         super().__init__(executable, floating_point)
@@ -183,9 +183,10 @@ class StrictEngine(Engine):
             vectorised(env)
             for out in outs:
                 flat = np.asarray(env[out]).reshape(-1)
-                parts = [np.asarray(env[slot]).reshape(-1)[first:first + length]
-                         for slot, _, first, length in self.views[out]]
-                whole = np.concatenate(parts) if parts else flat[:0]
+                whole = np.empty_like(flat)
+                for slot, _, *runs in self.views[out]:
+                    source, target = _group_indices(*runs)
+                    whole[target] = np.asarray(env[slot]).reshape(-1)[source]
                 if not _same_bits(whole, flat):
                     raise StrictModeMismatch(
                         f"Strict tile mode: the view {report.op} (from {report.source}) is "
@@ -195,21 +196,26 @@ class StrictEngine(Engine):
         return run
 
 
-class ViewRuns(tuple):
-    """The strict mode's mapping of a view slot: its runs, each `(source mapping, size,
-    first, length)` (`TileView`)."""
+class ViewGroups(tuple):
+    """The strict mode's mapping of a view slot: its groups, each `(source mapping, size,
+    first, pitch, length, count, at, step)` (`TileView`)."""
+
+
+def _group_indices(first, pitch, length, count, at, step):
+    """The flat source and view indices of a group's runs."""
+    run = np.arange(length)
+    j = np.arange(count)[:, None]
+    return (first + j * pitch + run).reshape(-1), (at + j * step + run).reshape(-1)
 
 
 def holders(mapping, size, num_tiles):
     """The tile holding each flat element of a value laid out by `mapping` (-1: none)."""
     holder = np.full(size, -1, np.int64)
-    if isinstance(mapping, ViewRuns):
-        offset = 0
-        for source, source_size, first, length in mapping:
+    if isinstance(mapping, ViewGroups):
+        for source, source_size, *runs in mapping:
             if source is not None:
-                holder[offset:offset + length] = holders(
-                    source, source_size, num_tiles)[first:first + length]
-            offset += length
+                index, target = _group_indices(*runs)
+                holder[target] = holders(source, source_size, num_tiles)[index]
     elif mapping is not None:
         lo, hi = mapping_bounds(mapping, size, num_tiles)
         for tile in np.flatnonzero(hi > lo):

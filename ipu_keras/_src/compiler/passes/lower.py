@@ -41,7 +41,7 @@ from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.device.steps import (
     Block, Call, Collective, Exec, If, Infeed, Outfeed, ProfileRow, Read, Source, StepTraffic,
     TileFacts, TileMapping, TileView, While, Write, cycles_of)
-from ipu_keras._src.compiler.passes.tile_map import ViewMapping
+from ipu_keras._src.compiler.passes.views import ViewMapping
 
 _CONTROL = ("loop", "branch")
 """Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
@@ -121,8 +121,7 @@ class _Lowering:
                     steps.append(StepTraffic(int(received), str(eqn.source)))
         mapped = [(v, self.map.values.get(v.id)) for v in values]
         views = tuple(TileView(self.slot(v), tuple(
-            (self.slots[source], size, first, length)
-            for source, _, size, first, length in m.runs))
+            (self.slots[source], size, *runs) for source, _, size, *runs in m.groups))
             for v, m in mapped if isinstance(m, ViewMapping))
         return TileFacts(tuple(TileMapping(self.slot(v), m.start, m.tiles, m.per_tile)
                                for v, m in mapped if m and not isinstance(m, ViewMapping)),

@@ -16,9 +16,9 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
   alias their input's mapping and memory;
 * views of parts of their operands (ops with a `view` fact: a static slice, a split, a
   concatenation; Poplar returns views for them, see the ops) take no memory: their
-  elements stay where the operands' are (a `ViewMapping` of runs of the operands'
-  mappings), and the memory plan keeps every source alive as long as the view
-  (`TileMap.views`: the view's source values). A value that is not a view never takes a
+  elements stay where the operands' are (a `ViewMapping`, `views.py`), and the memory
+  plan keeps every source alive as long as the view (`TileMap.views`: the values it
+  views). A value that is not a view never takes a
   `ViewMapping`: an op that would follow a view's layout gets a linear one;
 * everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
   tile, each new value starting where the previous ended so that small values do
@@ -39,6 +39,7 @@ import numpy as np
 from ipu_keras._src.compiler.passes import planner
 from ipu_keras._src.compiler.passes.shard import input_shards, variable_shards
 from ipu_keras._src.compiler.passes.stages import is_backward
+from ipu_keras._src.compiler.passes.views import ViewMapping, view_groups
 from ipu_keras._src.ops.registry import get_op
 
 GRAIN_BYTES = 64
@@ -80,87 +81,6 @@ class Mapping:
 
 
 @dataclasses.dataclass(frozen=True)
-class ViewMapping:
-    """Where a view's elements live: `runs`, in the view's flat order, each `(source,
-    mapping, size, first, length)`: `length` elements from flat element `first` of the
-    value `source` (an id) of `size` elements laid out by `mapping` (a `Mapping`), on a
-    device of `num_tiles` tiles."""
-    runs: tuple
-    num_tiles: int
-
-    @functools.lru_cache(maxsize=1 << 12)
-    def elements(self, size=None, num_tiles=None):
-        """Elements per tile (read-only); `size` and `num_tiles` are the view's own."""
-        total = np.zeros(self.num_tiles, np.int64)
-        for _, mapping, source_size, first, length in self.runs:
-            lo, hi = mapping.bounds(source_size, self.num_tiles)
-            total += np.maximum(0, np.minimum(hi, first + length) - np.maximum(lo, first))
-        total.flags.writeable = False
-        return total
-
-    def held(self, size, lo, hi, num_tiles):
-        """Per tile, how many elements of the view's flat ranges [lo, hi) it holds."""
-        held, offset = np.zeros(self.num_tiles, np.int64), 0
-        for _, mapping, source_size, first, length in self.runs:
-            slo, shi = mapping.bounds(source_size, self.num_tiles)
-            a = np.maximum(slo, first) - first + offset
-            b = np.minimum(shi, first + length) - first + offset
-            held += np.maximum(0, np.minimum(b, hi) - np.maximum(a, lo))
-            offset += length
-        return held
-
-    def part(self, first, length):
-        """The runs of the view's flat elements [first, first + length)."""
-        out, offset = [], 0
-        for source, mapping, source_size, start, run in self.runs:
-            a, b = max(offset, first), min(offset + run, first + length)
-            if a < b:
-                out.append((source, mapping, source_size, start + a - offset, b - a))
-            offset += run
-        return out
-
-    # For reports and the rules that size a spread by its tiles (reductions, gathers):
-    # the tiles holding elements, the first of them, and the most one holds.
-    @property
-    def tiles(self):
-        return int(np.count_nonzero(self.elements()))
-
-    @property
-    def start(self):
-        held = np.flatnonzero(self.elements())
-        return int(held[0]) if held.size else 0
-
-    @property
-    def per_tile(self):
-        return max(1, int(self.elements().max(initial=0)))
-
-    def tile_range(self, num_tiles):
-        return np.flatnonzero(self.elements())
-
-
-def view_mapping(runs, num_tiles):
-    """A `ViewMapping` of `runs`, adjacent runs of one source merged."""
-    merged = []
-    for run in runs:
-        if run[4] == 0:
-            continue
-        if merged and merged[-1][:3] == run[:3] and sum(merged[-1][3:]) == run[3]:
-            merged[-1] = (*run[:3], merged[-1][3], merged[-1][4] + run[4])
-        else:
-            merged.append(tuple(run))
-    return ViewMapping(tuple(merged), num_tiles)
-
-
-def held_elements(mapping, size, lo, hi, num_tiles):
-    """Per tile, how many elements of the flat ranges [lo, hi) (per tile) of a value of
-    `size` elements laid out by `mapping` (a `Mapping` or `ViewMapping`) the tile holds."""
-    if isinstance(mapping, ViewMapping):
-        return mapping.held(size, lo, hi, num_tiles)
-    slo, shi = mapping.bounds(size, num_tiles)
-    return np.maximum(0, np.minimum(hi, shi) - np.maximum(lo, slo))
-
-
-@dataclasses.dataclass(frozen=True)
 class TileMap:
     values: dict          # value id -> Mapping
     variables: list       # variable index -> Mapping
@@ -198,15 +118,6 @@ def is_view(eqn):
     opdef = get_op(eqn.op)
     work = opdef.cost([v.type for v in eqn.inputs], [out], **eqn.params)
     return work.kind == "none" and opdef.mapping != "engine"
-
-
-def view_runs(eqn):
-    """Per output of `eqn`, the runs of operand elements it views (the op's `view` fact),
-    or None if its outputs are no such views."""
-    view = get_op(eqn.op).view
-    if view is None or get_op(eqn.op).engine:
-        return None
-    return view([v.type for v in eqn.inputs], [v.type for v in eqn.outputs], **eqn.params)
 
 
 class _Planner:
@@ -279,9 +190,9 @@ class _Planner:
             else:
                 self.aliases[out.id] = self.aliases.get(source, source)
             return self.values[source]
-        runs = view_runs(eqn)
-        if runs is not None and all(v.id in self.values for v in eqn.inputs):
-            return self._view(eqn, out, runs[i])
+        groups = view_groups(eqn)
+        if groups is not None and all(v.id in self.values for v in eqn.inputs):
+            return self._view(eqn, out, groups[i])
         if opdef.mapping == "elementwise":
             for v in eqn.inputs:
                 if (v.type.shape == out.type.shape and v.id in self.values
@@ -289,20 +200,17 @@ class _Planner:
                     return self.values[v.id]
         return self.linear(out.type)
 
-    def _view(self, eqn, out, runs):
-        """A view of parts of its operands: their runs' mappings, their sources kept."""
-        pieces, sources = [], {}
-        for k, first, length in runs:
+    def _view(self, eqn, out, groups):
+        """A view of parts of its operands (`views.py`): their layouts, their sources
+        kept alive."""
+        layout, sources = [], {}
+        for k, *runs in groups:
             value = eqn.inputs[k]
-            mapping = self.values[value.id]
-            if isinstance(mapping, ViewMapping):
-                pieces.extend(mapping.part(first, length))
-            else:
-                pieces.append((value.id, mapping, value.type.size, first, length))
+            layout.append((value.id, self.values[value.id], value.type.size, *runs))
             sources.update(dict.fromkeys(self.views.get(value.id) or
                                          (self.aliases.get(value.id, value.id),)))
         self.views[out.id] = tuple(sources)
-        return view_mapping(pieces, self.num_tiles)
+        return ViewMapping(tuple(layout), out.type.size, self.num_tiles)
 
     def _matmul(self, eqn, out):
         problem = planner.problem_of(eqn)

@@ -25,7 +25,7 @@ by the op's `exchange` fact (`ops/registry.py`):
 import numpy as np
 
 from ipu_keras._src.compiler.passes import reduction
-from ipu_keras._src.compiler.passes.tile_map import held_elements
+from ipu_keras._src.compiler.passes.views import held_elements
 from ipu_keras._src.ops.registry import get_op
 
 PARTIAL_BYTES = reduction.PARTIAL_BYTES
