@@ -50,9 +50,24 @@ def test_peak_counts_only_values_live_at_the_same_time():
     c = b.emit("neg", [a])  # a dies here
     d = b.emit("neg", [c])
     plan, _ = _plan(b.graph([x], [d]), small_target(1))
-    # Each step holds its operand and its result; x and a die at their last use.
+    # The first step holds its operand and its result; x dies at its last use, and the
+    # next steps write their results in place of the operand they read last.
     assert plan.not_always_live.sum() == 2 * 1024
-    assert plan.liveness == [2048, 2048, 2048]
+    assert plan.liveness == [2048, 1024, 1024]
+
+
+def test_an_elementwise_step_writes_in_place_of_an_operand_it_reads_last():
+    """As IPU TensorFlow's InplaceFinder: not into a graph input (the caller's), an
+    operand read later, or one of another type or layout."""
+    b = Builder()
+    x = new_input((256,), "float32")                  # 1 KiB
+    a = b.emit("exp", [x])                            # x is an input: a new buffer
+    c = b.emit("mul", [a, a])                         # a dies here: in place
+    d = b.emit("neg", [c])                            # c dies here: in place
+    e = b.emit("add", [d, b.emit("neg", [d])])        # neg's d is read later: new buffer
+    f = b.emit("cast", [e], dtype="float16")          # another type: a new buffer
+    plan, _ = _plan(b.graph([x], [f]), small_target(1))
+    assert plan.liveness == [2048, 1024, 1024, 2048, 2048, 1024 + 512]
 
 
 def test_loop_bodies_add_their_peak_on_top_of_the_caller():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ipu_keras._src.compiler import compile_graph
-from ipu_keras._src.compiler.passes import plan_blocks, planner
+from ipu_keras._src.compiler.passes import memory, plan_blocks, planner
 from ipu_keras._src.compiler.passes.planner import PlanOptions, Problem, choose_plan, problem_of
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.errors import ConfigurationError
@@ -201,7 +201,8 @@ def test_weight_update_convolutions_pay_poplins_rearrangements():
     common = dict(strides=(1, 1), dilations=(1, 1), padding=((0, 0), (0, 0)))
     _, eqn = _conv("conv_filter_grad", [(8, 13, 13, 32), (8, 11, 11, 64)],
                    filter_shape=(3, 3, 32, 64), **common)
-    problem = problem_of(eqn)
+    # (allocated: no copy for being broadcast, `test_an_operand_broadcast_...`)
+    problem = dataclasses.replace(problem_of(eqn), allocated=("a", "b"))
     assert problem.rearranged == ("a", "b", "out")
     plain = dataclasses.replace(problem, rearranged=())
     target = get_target("ipu2")
@@ -224,6 +225,50 @@ def test_weight_update_convolutions_pay_poplins_rearrangements():
     assert problem_of(forward).rearranged == ()
 
 
+def test_an_operand_broadcast_to_more_than_7_tiles_is_copied_once_unless_allocated():
+    """poplin copies an operand into the plan's layout before broadcasting it to more than
+    7 tiles (`inViewMaxBroadcastDests`), A to each block of output columns and B to each
+    block of rows, unless it was created in that layout (a variable or input, which IPU
+    TensorFlow's allocation finder lays out for the product)."""
+    problem = Problem(1, 900, 600, 300, "float32", 4)
+    target = get_target("ipu2")
+    c = plan_blocks.candidates(problem, target.tiles_per_ipu)
+    copied = planner._copied(problem, c)
+    np.testing.assert_array_equal(copied["a"], -(-300 // np.minimum(c.cols, 300)) > 7)
+    np.testing.assert_array_equal(copied["b"], -(-900 // np.minimum(c.rows, 900)) > 7)
+    assert copied["a"].any() and copied["b"].any() and not copied["out"].any()
+    assert not (copied["a"] & copied["b"]).all()
+    allocated = dataclasses.replace(problem, allocated=("a", "b"))
+    assert not any(m.any() for m in planner._copied(allocated, c).values())
+    _, temp, receive, compute, exchange, steps, cycles, _ = planner._evaluate(
+        problem, PlanOptions(), target, target.tiles_per_ipu)
+    _, temp0, receive0, compute0, exchange0, steps0, cycles0, _ = planner._evaluate(
+        allocated, PlanOptions(), target, target.tiles_per_ipu)
+    moved = (np.where(copied["a"], -(-900 * 600 * 4 // c.used), 0)
+             + np.where(copied["b"], -(-600 * 300 * 4 // c.used), 0))
+    np.testing.assert_array_equal(receive - receive0, moved)
+    np.testing.assert_array_equal(temp - temp0, moved)
+    np.testing.assert_array_equal(steps - steps0, moved > 0)
+    assert ((cycles > cycles0) == (moved > 0)).all()
+
+
+def test_the_tile_map_marks_inputs_and_constants_allocated():
+    """A product reading a graph input and a constant copies neither into its layout; the
+    same product reading a computed value (relu's) pays the copy of what it broadcasts."""
+    def plan(computed):
+        b = Builder()
+        x = new_input((900, 600), "float32")
+        w = b.const(np.ones((600, 300), np.float32))
+        y = b.emit("matmul", [b.emit("relu", [x]) if computed else x, w])
+        return plan_tile_mapping(b.graph([x], [y]), get_target("ipu2")).plans[y.id]
+
+    direct, computed = plan(False), plan(True)
+    # The computed operand's plan pays the copy, or a plan that broadcasts A to at most
+    # 7 column blocks, slower than the direct product's best.
+    assert computed.cycles > direct.cycles
+    assert computed.block != direct.block
+
+
 def test_a_k_split_wider_than_the_output_holds_no_padded_partials():
     """[2, 50176] @ [50176, 32]: the best plans split k far more ways than the 64
     outputs; a tile then holds partials of its slice of those 64 outputs, never of
@@ -236,3 +281,54 @@ def test_a_k_split_wider_than_the_output_holds_no_padded_partials():
     depth = math.ceil(50176 / plan.k_split)
     operands = (2 + 32) * depth * 4
     assert plan.k_split > 64 and plan.temp_bytes <= operands + 64 * 4
+
+
+def test_an_outer_product_writes_its_output_with_no_partials_of_its_own():
+    """The weight gradient of a batch-1 float16 dense layer, [50176, 1] @ [1, 32]: k = 1,
+    nothing to accumulate, so (as poplin's OuterProduct vertex) it writes float16 into
+    the output: no float partials, whatever partialsType says. k = 2 keeps them."""
+    target = get_target("ipu2")
+    outer = Problem(1, 50176, 1, 32, "float16", 2)
+    plans = [choose_plan(outer, PlanOptions(partials_type=p), target) for p in ("float", "half")]
+    assert plans[0] == plans[1]
+    plan = plans[0]
+    assert plan.partial_bytes == 2 and plan.k_split == 1 and not plan.block
+    # Its x rows and dy's row only: not even a half buffer of its chunk of outputs.
+    rows = math.ceil(plan.per_tile / 32)
+    assert (rows + 32) * 2 <= plan.temp_bytes < plan.per_tile * 2
+    deeper = Problem(1, 50176, 2, 32, "float16", 2)
+    plan = choose_plan(deeper, PlanOptions(), target)
+    assert plan.partial_bytes == 4
+    assert plan.temp_bytes >= plan.per_tile * 4       # float partials of its chunk
+    assert planner.partial_bytes(Problem(1, 64, 1, 64, "float32", 4), PlanOptions()) == 4
+
+
+def test_only_the_tiles_that_own_output_are_charged_the_partials_they_receive():
+    """[1, 50176] @ [50176, 32] float16 splits k far more ways than its 32 outputs: the
+    tiles owning an output receive its partials from the others; the rest receive none,
+    so they hold only their operand slices and their own partials."""
+    problem = Problem(1, 1, 50176, 32, "float16", 2)
+    target = get_target("ipu2")
+    plan = choose_plan(problem, PlanOptions(), target)
+    assert plan.k_split > 32 and plan.per_tile == 1 and plan.owners == 32 < plan.tiles
+    depth = math.ceil(50176 / plan.k_split)
+    chunk = plan.splits[0]
+    idle = (depth + depth * chunk) * 2 + chunk * 4      # x and w slices, float partials
+    assert plan.idle_temp_bytes == idle
+    assert plan.temp_bytes == max(idle, chunk * 4 + (plan.k_split - 1) * 4)
+    temp = plan.tile_temp_bytes()
+    assert temp.shape == (plan.tiles,) and (temp[:32] == plan.temp_bytes).all()
+    assert (temp[32:] == idle).all() and idle < plan.temp_bytes
+    gather = planner.plan_gather(4, 10, 8, TensorType((4, 2), "float32"), 2, "float32",
+                                 target)
+    assert list(gather.tile_temp_bytes()) == [gather.temp_bytes] * 4
+    # The memory plan charges each tile its own share.
+    b = Builder()
+    x = new_input((1, 50176), "float16")
+    w = b.emit("read_var", [], var=0, type=TensorType((50176, 32), "float16"))
+    b.emit("matmul", [x, w])
+    graph = b.graph([x], [b.equations[-1].outputs[0]],
+                    variables=[VariableSpec("w", TensorType((50176, 32), "float16"))])
+    tile_map = plan_tile_mapping(graph, target)
+    step = memory._Liveness(tile_map).step_temporaries(graph.equations[-1])
+    assert step.sum() == 32 * plan.temp_bytes + (plan.tiles - 32) * idle

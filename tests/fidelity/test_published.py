@@ -301,26 +301,19 @@ def _blur_case(image, height, width, dtype, seconds, band=CLOSE, why="", slow=Fa
         band=band, slow=slow)
 
 
-CONV_FOLD = (
+CONV_WINDOWS = (
     "Each iteration is the convolution, then the program's Copy of the result back into "
     "the input tensor, which ours charges as a loop's state copy "
-    "(`lower.py: _loop_state_copy`; the cases were 0.56, 0.76, 0.50 and 0.58 without it), "
-    "and the loop's control, a Poplar Repeat, charged nothing (`compiler/passes/repeat.py`). "
-    "Taking the two images of each precision as two points of a line in the pixels, the "
-    "measured cycles per iteration are about 2,860 + 0.0132 per pixel in half and 4,490 + "
-    "0.0591 in float; ours 1,340 + 0.0140 and 1,610 + 0.0411. So in half the work per pixel "
-    "matches within 6% and a fixed part of 1.5K cycles an iteration is missing; in float "
-    "the fixed part is 2.9K short and the work per pixel 30%. The fixed part is the "
-    "convolution program's own supersteps that ours does not charge (poplin's plan cost "
-    "lists transforms of input, weights and output around the products, "
-    "PL lib/poplin/ConvPlanTypes.hpp; the program asks for its output to be remapped, "
-    "`remapOutputTensor`). The per-pixel part in float is the kernel: our planner folds "
-    "the 3x3 kernel and the 4 channels into one contraction of 36 at no cost (5 AMP passes "
-    "of Mk1's 8 float input lanes), where poplin either makes one pass per kernel position "
-    "(`ConvPartialnx1`, PL lib/poplin/PerformanceEstimation.hpp: 9 passes, 4 lanes used in "
-    "each) or first rearranges the input to fold kernel positions into channels (the "
-    "expandDims transform, at the cost of copying the expanded input). Which of them poplin "
-    "chose is not published (no profile), and in half either would overshoot.")
+    "(`lower.py: _loop_state_copy`), and the loop's control, a Poplar Repeat, charged "
+    "nothing (`compiler/passes/repeat.py`). Two facts of the convolution brought the "
+    "four cases from 0.71, 0.93, 0.58 and 0.66 into the band "
+    "(`compiler/passes/conv_windows.py`): each tile's run of output positions (here a "
+    "piece of one image row) reads its input window, the kernel's 3 rows and 2 more "
+    "columns, about 3x its own share of the image, over the exchange (poplin's "
+    "`getMaxInputRangeSize`); and the 3x3 kernel on 4 channels runs poplin's nx1 vertex, "
+    "groups of 4 channels by 4 kernel rows per pass in half (3 passes) and by 2 rows in "
+    "float (6 passes, where folding the kernel into the contraction made 5), with its "
+    "own supervisor and weight-load cycles (`cost.nx1_vertex_cycles`).")
 
 CASES = [
     (_amp_case(16, 55.49366766), lambda: matmul_one_tile(16)),
@@ -373,9 +366,10 @@ CASES = [
         "Keras MNIST CNN train step", 166e-6 * MK2_CLOCK_HZ, KERAS,
         "Graphcore's Keras tutorial on IPU hardware, steps_per_execution = 937, batch 64, "
         "SGD: epoch 3 at 166 us/step (Keras progress bar) x 1.33 GHz. We run 8 steps per "
-        "execution; host I/O of the infeed included, as in the wall time. About 0.88: the "
-        "convolutions are charged poplin's 1x1 AMP vertex estimate, whole channel groups "
-        "(the first layer has 1 input channel) with per-pass overheads and weight loads, "
+        "execution; host I/O of the infeed included, as in the wall time. About 0.89: the "
+        "convolutions are charged poplin's AMP vertex estimates (nx1 for the 3x3 kernels), "
+        "whole channel groups (the first layer has 1 input channel) with per-pass "
+        "overheads and weight loads, and their tiles receive their input windows, "
         "each vector vertex the hardware's 82 cycles over popops' estimate, and each "
         "batch (203 KB) the slower stage of the IPU-M2000's host path as gc-hosttraffictest "
         "measured it: gateway buffer -> tiles at 26.4 Gbit/s, 62 us, about 40% of the step, "
@@ -386,7 +380,8 @@ CASES = [
         "0.57 when the host link was the IPU's own PCIe (64 GB/s); 0.65 with the NIC's "
         "100 Gb/s line rate; 0.68 with the vertex's 82 cycles; 0.96 when plans cut flat "
         "chunks of whole rows (the cheaper 2-d blocks took it to 0.84, the rearrangements "
-        "to 0.86, the stream copies' fixed cost to 0.88)." + KERAS_CLOCK, band=CLOSE),
+        "to 0.86, the stream copies' fixed cost to 0.88, the input windows and the nx1 vertex "
+        "to 0.89)." + KERAS_CLOCK, band=CLOSE),
      mnist_cnn_training_step),
     (Case(
         "Keras MNIST CNN train step, 2 replicas", 219e-6 * MK2_CLOCK_HZ, KERAS,
@@ -423,17 +418,15 @@ CASES = [
         "both ways); 0.78 before the planner's 2-d blocks made every step cheaper; 0.57 with "
         "the host NIC's line rate." + KERAS_CLOCK, band=CLOSE, slow=True),
      lambda: mnist_cnn_training_step(pipelined=True)),
-    (_blur_case("bricks", 302, 499, "float16", 0.00060595, band=(0.5, 2.0),
-                why="About 0.71. " + CONV_FOLD),
+    (_blur_case("bricks", 302, 499, "float16", 0.00060595, why="About 0.90. " + CONV_WINDOWS),
      lambda: gaussian_blur_mk1(302, 499, "float16")),
     (_blur_case("leaf", 1024, 768, "float16", 0.0016564, slow=True,
-                why="About 0.93. " + CONV_FOLD),
+                why="About 1.16. " + CONV_WINDOWS),
      lambda: gaussian_blur_mk1(1024, 768, "float16")),
-    (_blur_case("bricks", 302, 499, "float32", 0.0016749, band=(0.5, 2.0),
-                why="About 0.58. " + CONV_FOLD),
+    (_blur_case("bricks", 302, 499, "float32", 0.0016749, why="About 0.82. " + CONV_WINDOWS),
      lambda: gaussian_blur_mk1(302, 499, "float32")),
-    (_blur_case("leaf", 1024, 768, "float32", 0.0063728, band=(0.5, 2.0), slow=True,
-                why="About 0.66. " + CONV_FOLD),
+    (_blur_case("leaf", 1024, 768, "float32", 0.0063728, slow=True,
+                why="About 0.89. " + CONV_WINDOWS),
      lambda: gaussian_blur_mk1(1024, 768, "float32")),
 ]
 

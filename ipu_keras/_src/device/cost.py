@@ -169,32 +169,74 @@ def amp_groups(dtype, target, partials_type="float"):
 
 
 def amp_vertex_cycles(field, depth, cols, dtype, target, conv_groups=1,
-                      partials_type="float"):
+                      partials_type="float", nx1=None):
     """Cycles of one matmul/conv vertex on a tile: `field` output positions by `cols`
     output channels (per conv group), contracting `depth` elements.
 
     The AMP runs whole channel groups (`amp_groups`): depth and cols are rounded up to
     them, so a 1-channel operand wastes lanes. Each group pass pays the supervisor, a
-    weight load and the workers' pipeline fill (poplin's 1x1 AMP vertex estimate). When
-    the vector path is cheaper (few output channels: poplin's horizontal MAC vertex, one
-    multiply-accumulate per lane per instruction) it is charged instead. `partials_type`
-    picks the AMP rate (`amp_rate`). Arguments may be numpy arrays (one vertex per
-    entry)."""
+    weight load and the workers' pipeline fill (poplin's 1x1 AMP vertex estimate). A
+    kernel larger than 1x1 runs poplin's nx1 vertex instead (`nx1`: its passes, see
+    `nx1_vertex_cycles`). When the vector path is cheaper (few output channels: poplin's
+    horizontal MAC vertex, one multiply-accumulate per lane per instruction) it is
+    charged instead. `partials_type` picks the AMP rate (`amp_rate`). Arguments may be
+    numpy arrays (one vertex per entry)."""
     field, depth, cols = (np.asarray(a, np.int64) for a in (field, depth, cols))
     key = "float16" if np.dtype(dtype) == np.float16 else "float32"
     in_group, out_group = amp_groups(dtype, target, partials_type)
-    passes = conv_groups * -(-depth // in_group) * -(-cols // out_group)
     loads = out_group * in_group * np.dtype(key).itemsize // AMP_COEFF_LOAD_BYTES_PER_CYCLE
     workers = target.workers_per_tile
     per_worker = -(-field // workers)
-    inner = workers * (AMP_WORKER_OVERHEAD
-                       + np.maximum(0, per_worker - 3) * AMP_PASS_CYCLES[key])
-    amp = (AMP_SUPERVISOR_CYCLES + conv_groups * AMP_GROUP_CYCLES
-           + passes * (AMP_PASS_OVERHEAD_CYCLES + loads + inner))
+    if nx1 is None:
+        passes = conv_groups * -(-depth // in_group) * -(-cols // out_group)
+        inner = workers * (AMP_WORKER_OVERHEAD
+                           + np.maximum(0, per_worker - 3) * AMP_PASS_CYCLES[key])
+        amp = (AMP_SUPERVISOR_CYCLES + conv_groups * AMP_GROUP_CYCLES
+               + passes * (AMP_PASS_OVERHEAD_CYCLES + loads + inner))
+    else:
+        amp = nx1_vertex_cycles(per_worker, -(-cols // out_group), key, target, conv_groups,
+                                partials_type, loads, *nx1)
     vector = VERTEX_OVERHEAD_CYCLES + worker_cycles(conv_groups * field * cols * depth,
                                                     key, target)
     out = np.where(field * depth * cols > 0, np.minimum(amp, vector), 0)
     return int(out) if out.ndim == 0 else out
+
+
+NX1 = {"overhead": 109, "retention": 9, "zeroing": {"float": 9, "half": 10},
+       "group": 16, "in_group": 14, "out_group": 14, "zero_out_group": 17, "row": 14,
+       "position": 12, "filter_rows": {4: 60, 2: 46, 1: 15}, "start": 17, "entry": 3,
+       "runs": {"float16": (17, 29, 33, 34), "float32": (17, 33, 44, 45)}}
+"""Published (PL `lib/poplin/PerformanceEstimation.hpp`, the `ConvPartialnx1` estimate,
+half and float): the supervisor's fixed cycles, the workers' retained state and partials
+zeroing (per worker), the loops over conv groups, input and output channel groups and
+the kernel's rows and positions, the extra weight-load cycles by filter height (a
+height of 4 loads with 64-bit loads only, halving the load rate), and a worker's cycles
+per run of 0, 1, 2 and 3 output positions (each further position costs
+`AMP_PASS_CYCLES`)."""
+
+
+def nx1_vertex_cycles(per_worker, out_groups, key, target, conv_groups, partials_type,
+                      loads, in_groups, kernel_rows, kernel_cols, filter_height):
+    """Cycles of poplin's nx1 AMP vertex (`NX1`): `in_groups` input channel groups, each
+    walking `kernel_rows` passes of `filter_height` kernel rows by `kernel_cols` kernel
+    positions, over `out_groups` output channel groups, `per_worker` positions a worker."""
+    workers = target.workers_per_tile
+    half_partials = partials_type == "half" and key == "float16"
+    runs = NX1["runs"][key]
+    run = np.where(per_worker >= 3, runs[3] + (per_worker - 3) * AMP_PASS_CYCLES[key],
+                   np.take(runs, np.minimum(per_worker, 2)))
+    worker = NX1["start"] + half_partials + NX1["entry"] + run - NX1["retention"]
+    if filter_height == 4 and AMP_COEFF_LOAD_BYTES_PER_CYCLE > 8:
+        loads = loads * 2
+    load = loads + NX1["filter_rows"].get(filter_height, 20 * filter_height) + 3
+    inner = (kernel_rows * (NX1["row"] + kernel_cols * (NX1["position"] + load))
+             + kernel_rows * kernel_cols * workers * worker)
+    zeroing = NX1["zeroing"]["half" if half_partials else "float"]
+    return (NX1["overhead"] + workers * (NX1["retention"] + zeroing)
+            + conv_groups * (out_groups * NX1["zero_out_group"] + (out_groups - 1) * 6 + 1)
+            + (conv_groups - 1) * 6 + 1
+            + conv_groups * (NX1["group"] + in_groups * (
+                NX1["in_group"] + out_groups * (NX1["out_group"] + inner))))
 
 
 def compute_cycles(kind, units, dtype, target):

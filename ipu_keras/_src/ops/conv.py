@@ -350,7 +350,17 @@ def _conv_problem(in_types, out, params):
     groups = x.shape[-1] // cg
     m, k, n = out.size // o, math.prod(w.shape[:-1]), o // groups
     return dict(groups=groups, m=m, k=k, n=n, dtype=x.dtype, out_itemsize=out.itemsize,
-                a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True)
+                a_scale=min(1.0, x.size / (groups * m * k)), grouped_cols=True,
+                window=_window(x.shape, out.shape, w.shape[:-2], params),
+                kernel=tuple(w.shape[:-1]))
+
+
+def _window(x_shape, out_shape, kernel, params):
+    """The input window of a forward convolution, row-major from the batch: (output
+    dims, input dims, dilated kernel extents, strides) over (batch, *spatial)."""
+    extent = tuple((k - 1) * d + 1 for k, d in zip(kernel, params["dilations"]))
+    return ((out_shape[0],) + tuple(out_shape[1:-1]), (x_shape[0],) + tuple(x_shape[1:-1]),
+            (1,) + extent, (1,) + tuple(params["strides"]))
 
 
 def _conv_input_grad_problem(in_types, out, params):
@@ -359,7 +369,7 @@ def _conv_input_grad_problem(in_types, out, params):
     groups = out.shape[-1] // cg
     m, k, n = dy.size // o, o // groups, math.prod(w.shape[:-1])
     return dict(groups=groups, m=m, k=k, n=n, dtype=dy.dtype, out_itemsize=out.itemsize,
-                grouped_cols=True)
+                grouped_cols=True, inputs=("b", "a"))
 
 
 def _conv_filter_grad_problem(in_types, out, params):

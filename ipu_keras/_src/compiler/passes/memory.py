@@ -17,14 +17,16 @@ instance state each, as `VERTEX_STATE_BYTES`).
 
 Not-always-live ("temporaries"): every other value, live from the step that defines
 it to its last use (views such as `reshape` share their source's memory; a view of
-parts of several values, a static slice or a concatenation, keeps each of them alive as
-long as it lives, `tile_map.py`), plus what
+parts of several values, a static slice, a split or a concatenation, keeps each of them
+alive as long as it lives, `views.py`; and an elementwise step writes its result in
+place of an operand it reads last), plus what
 a step needs only while it runs: a planned op's temporaries (operand copies and
-partials, from `planner.py`) or, for other ops, the operand elements exchanged onto
-the tile. A control-flow step adds the peak of its bodies on top of what is live
-around it. The peak over the program, per tile, is what the tile must hold at worst;
-`liveness` lists the not-always-live bytes (all tiles) during each top-level step;
-`live_ranges` gives, for reports, the steps between which each value is live.
+partials, each tile its own: `Plan.tile_temp_bytes`) or, for other ops, the operand
+elements exchanged onto the tile. A control-flow step adds the peak of its bodies on
+top of what is live around it. The peak over the program, per tile, is what the tile
+must hold at worst; `liveness` lists the not-always-live bytes (all tiles) during each
+top-level step; `live_ranges` gives, for reports, the steps between which each value
+is live.
 
 All code and state sizes are estimates, documented next to their constants.
 """
@@ -124,7 +126,7 @@ class _Liveness:
         if plan is None:
             return traffic.received_bytes(eqn, self.map)
         temp = np.zeros(self.n, np.int64)
-        temp[(plan.start + np.arange(plan.tiles)) % self.n] = plan.temp_bytes
+        temp[(plan.start + np.arange(plan.tiles)) % self.n] = plan.tile_temp_bytes()
         return temp
 
     def peak(self, graph, trace=None, loop_trace=None):
@@ -135,14 +137,20 @@ class _Liveness:
         for v in graph.outputs:
             last_use.update(dict.fromkeys(self.roots(v), len(graph.equations)))
         owned = {v.id: self.bytes_of(v) for v in graph.inputs}
+        inputs = set(owned)
         live = sum(owned.values(), np.zeros(self.n, np.int64))
         peak = live.copy()
         for i, eqn in enumerate(graph.equations):
             if get_op(eqn.op).role not in ("constant", "variable_read"):
                 for v in eqn.outputs:
-                    if not self.map.is_view(v.id):
-                        owned[v.id] = self.bytes_of(v)
-                        live = live + owned[v.id]
+                    if self.map.is_view(v.id):
+                        continue
+                    reused = self._in_place(eqn, v, owned, last_use, i, inputs)
+                    if reused is not None:
+                        owned[v.id] = owned.pop(reused)
+                        continue
+                    owned[v.id] = self.bytes_of(v)
+                    live = live + owned[v.id]
             temporaries = self.step_temporaries(eqn)
             inner = [self._inner_peak(eqn, sub, loop_trace, live + temporaries)
                      for sub in eqn.subgraphs()]
@@ -156,6 +164,22 @@ class _Liveness:
                         live = live - owned.pop(r)
         return peak
 
+
+    def _in_place(self, eqn, out, owned, last_use, i, inputs):
+        """The operand whose buffer elementwise `eqn` writes `out` into, or None: one of
+        `out`'s type and tile mapping, computed by an earlier step of this graph (not one
+        of its inputs, which the caller still holds), that this step reads last (IPU
+        TensorFlow's `InplaceFinder` makes such an op in place, graphcore/tensorflow
+        @b2127bb, tensorflow/compiler/plugin/poplar/driver/passes/inplace_finder.cc)."""
+        if get_op(eqn.op).mapping != "elementwise":
+            return None
+        mapping = self.map.values.get(out.id)
+        for v in eqn.inputs:
+            (root, *more) = self.roots(v)
+            if (not more and v.type == out.type and root in owned and root not in inputs
+                    and last_use.get(root) == i and self.map.values.get(v.id) == mapping):
+                return root
+        return None
 
     def _inner_peak(self, eqn, sub, loop_trace, around):
         """A sub-graph's peak; the first loop body also fills `loop_trace` (once)."""

@@ -18,7 +18,9 @@ compute, from the target only:
 
 * temporary memory per tile: operand copies + partials (+ received partials when k
   is split; the two phases do not overlap, so it is the larger of the two), plus the
-  copies of operands that poplin rearranges (`Problem.rearranged`);
+  copies of operands that poplin rearranges (`Problem.rearranged`); only the tiles
+  that own output elements receive partials, so the others are charged less
+  (`Plan.tile_temp_bytes`);
 * cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`; per serial
   pass, the busiest tile's AMP vertex (`cost.amp_vertex_cycles`, poplin's estimate: its
   block's depth and channels rounded up to whole input x output channel groups at the
@@ -34,11 +36,15 @@ compute, from the target only:
 x `bytes_per_tile` (ties: less memory); if none fits it warns, as Poplar does, and
 takes the plan with the least temporary memory. `partialsType="half"` stores partials
 in 2 bytes instead of 4 (it applies to float16 inputs; float32 inputs accumulate in
-float32 whatever the option says, as in poplin).
+float32 whatever the option says, as in poplin). An outer product (k = 1) accumulates
+nothing: its vertex writes the output's type, with no partials of its own
+(`partial_bytes`).
 
-Convolution operands are modelled without halos: a tile's input block is its share of
-the distinct input elements (`a_scale`, input elements per im2col element), which is
-exact for 1x1 convolutions and a slight underestimate otherwise.
+A forward convolution's tile reads the input window of its run of output positions,
+halos included, and a kernel larger than 1x1 runs poplin's nx1 vertex, a pass per group
+of kernel rows and position (`conv_windows.py`, `Problem.window` and `kernel`). The
+gradient convolutions' inputs are still their share of the distinct elements
+(`a_scale`, input elements per im2col element), without halos.
 
 Gathers from a table (embeddings) get a `GatherPlan`: the table stays where it is;
 the indices are broadcast to the table's tiles, each table tile copies the rows it
@@ -53,6 +59,7 @@ import warnings
 import numpy as np
 
 from ipu_keras.errors import ConfigurationError
+from ipu_keras._src.compiler.passes import conv_windows
 from ipu_keras._src.compiler.passes.plan_blocks import candidates, ceil_div as _ceil
 from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.ops.registry import get_op
@@ -111,7 +118,11 @@ class Problem:
     a_grouped: bool = True
     b_grouped: bool = True
     grouped_cols: bool = False    # convolutions: groups lie in the output's channel axis
-    rearranged: tuple = ()        # of "a", "b", "out": copied into the plan's layout
+    rearranged: tuple = ()        # of "a", "b", "out": always copied into the plan's layout
+    inputs: tuple = ("a", "b")    # the operand each of the op's inputs is
+    allocated: tuple = ()         # of "a", "b": created in the plan's layout (no copy)
+    window: tuple = ()            # forward convolutions: their input window (halos)
+    kernel: tuple = ()            # forward convolutions: (*kernel shape, input channels)
 
     @property
     def out_size(self):
@@ -151,10 +162,21 @@ class Plan:
     per_tile: int = 0         # product output elements each tile owns in the end
     partial_bytes: int = 4    # bytes of one partial sum
     block: tuple = ()         # (rows, cols) of a 2-d block plan's blocks; () for flat chunks
+    owners: int = 0           # its first tiles, which own the output (0: all of them)
+    idle_temp_bytes: int = 0  # temporary bytes of its other tiles (no partials received)
 
     @property
     def k_split(self):
         return self.splits[1]
+
+    def tile_temp_bytes(self):
+        """Temporary bytes on each of the plan's tiles, from `start`: `temp_bytes` on the
+        tiles that own output elements and receive their partials, `idle_temp_bytes` on
+        the others, which only send theirs."""
+        temp = np.full(self.tiles, self.temp_bytes, np.int64)
+        if 0 < self.owners < self.tiles:
+            temp[self.owners:] = self.idle_temp_bytes
+        return temp
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -175,6 +197,10 @@ class GatherPlan:
     fits: bool = True
     vertex_types: tuple = ("multislice",)
     start: int = 0
+
+    def tile_temp_bytes(self):
+        """Temporary bytes on each of the table's tiles, from `start`."""
+        return np.full(self.tiles, self.temp_bytes, np.int64)
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -213,19 +239,48 @@ def _operand_elements(problem, c, depth):
     else:
         a = (rt if problem.a_grouped else np.minimum(rt, problem.m)) * depth
         b = (gt if problem.b_grouped else 1) * depth * _ceil(ct, ss)
-    return (np.ceil(a * problem.a_scale).astype(np.int64),
-            np.ceil(b * problem.b_scale).astype(np.int64))
+    b = np.ceil(b * problem.b_scale).astype(np.int64)
+    if problem.window:
+        # A convolution's rows read their input windows, halos included: `depth /
+        # kernel volume` channels of each group touched per input position.
+        positions = conv_windows.input_positions(problem.window, rt)
+        a = positions * gt * depth / math.prod(problem.kernel[:-1])
+        return np.minimum(problem.distinct_elements("a"), np.ceil(a).astype(np.int64)), b
+    return np.ceil(a * problem.a_scale).astype(np.int64), b
 
 
 def partial_bytes(problem, options):
-    """Bytes of one partial sum: 2 for half partials of float16 inputs, else 4."""
+    """Bytes of one partial sum: for an outer product (k = 1) the input's own size,
+    else 2 for half partials of float16 inputs and 4 otherwise.
+
+    A product that contracts one element (k = 1: a matmul's outer product, such as the
+    weight gradient of a batch-1 dense layer; a 1x1 convolution of one input channel
+    per group) accumulates nothing, and poplin lets its vertex write the input type
+    (graphcore/poplibs @ 7eac0f2, lib/poplin/ConvVertexType.cpp: the OuterProduct
+    candidate's partials are its input type, narrower than `partialsType` only when
+    the input channels per group and the kernel are all 1; the AMP candidates whose
+    partials are the output type need the contraction to fit one AMP pass). With no
+    reduction and partials of the result type, Convolution.cpp makes no partials
+    tensor of its own (`getCreatePartialsLevel` creates them at the top level: they
+    are the output) and no cast follows. A deeper contraction keeps `partialsType`
+    even when it fits one AMP pass: IPU TensorFlow's matmuls are fully-connected
+    passes, and the weight update's vertex follows the jointly planned forward pass
+    (ConvModel.cpp, `getFullyConnectedWUMethod` and
+    `getFullyConnectedWuConvVertexType`: the OuterProduct only when the contraction
+    and the forward output grouping are 1, else an AMP constrained to the forward's
+    channel grouping), as Graphcore's published sizes of a dense layer's k = 1 and
+    k = 2 weight gradients bear out (tests/fidelity/test_memory_fit.py)."""
+    if problem.k == 1:
+        return min(np.dtype(problem.dtype).itemsize, 4)
     half = options.partials_type == "half" and problem.dtype == "float16"
     return 2 if half else 4
 
 
 def _evaluate(problem, options, target, tiles):
-    """(candidates, temporaries, receive, compute, exchange, supersteps, cycles, whether
-    a second superstep gathers partials), arrays over the candidates."""
+    """(candidates, temporaries, receive, compute, exchange, supersteps, cycles, idle
+    temporaries), arrays over the candidates: temporaries and receive on the busiest
+    tile; idle temporaries on a tile that owns no output element, so receives no
+    partials (the plan's tiles past the output's `ceil(out_size / owned)`)."""
     c = candidates(problem, tiles)
     sk, ss = c.k, c.serial
     depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
@@ -239,19 +294,20 @@ def _evaluate(problem, options, target, tiles):
     # An owner receives its elements' partials from the block's k tiles: all of them for
     # a 2-d block, all but its own for a flat chunk.
     recv_partials = np.where(gather, c.owned * (sk - c.aligned) * pbytes, 0)
-    temp = np.maximum(a_bytes + b_bytes + partials, partials + _ceil(recv_partials, ss))
+    idle = a_bytes + b_bytes + partials
+    temp = np.maximum(idle, partials + _ceil(recv_partials, ss))
     pass_cycles = _amp_pass_cycles(problem, options, c, per_pass, depth, target)
     pass_cycles = pass_cycles + np.where(reduce, cost_model.vector_cycles(
         _ceil(c.owned, ss) * (sk - 1), "float16" if pbytes == 2 else "float32", target), 0)
     exchange = plan_exchange_cycles(a_bytes + ss * b_bytes, recv_partials, ss, target)
     supersteps = ss * np.where(gather, 2, 1)
     compute = ss * pass_cycles
-    moved, copy, steps = _rearrangements(problem, c.used, target)
+    moved, copy, steps = _rearrangements(problem, c, target)
     temp = temp + moved
     compute, exchange, supersteps = compute + copy[0], exchange + copy[1], supersteps + steps
     cycles = compute + exchange + supersteps * cost_model.sync_cycles(target)
     return c, temp, a_bytes + ss * b_bytes + recv_partials + moved, compute, exchange, \
-        supersteps, cycles, gather
+        supersteps, cycles, idle + moved
 
 
 REARRANGE_COPY_FACTOR = {True: (5, 4), False: (5, 3)}
@@ -260,32 +316,57 @@ correction of a rearrangement copy's bytes-per-cycle estimate (bytes x 5 / 4 whe
 channels divide the type's copy granularity, 2 float or 4 half, else x 5 / 3)."""
 
 
-def _rearrangements(problem, used, target):
+MAX_BROADCAST_DESTINATIONS = 7
+"""Published (PL `lib/poplin/Convolution.cpp`, `inViewMaxBroadcastDests` and
+`weightViewMaxBroadcastDests`): an operand the plan sends to more tiles than this is
+first copied once into the plan's layout, then broadcast, unless it already has that
+layout."""
+
+
+def _copied(problem, c):
+    """Per operand "a", "b", "out": per candidate, whether poplin copies it into (out of)
+    the plan's layout. Always for those `problem.rearranged` names (a weight-update
+    convolution's); else an input operand sent to more than `MAX_BROADCAST_DESTINATIONS`
+    tiles, A to each block of output columns, B to each block of output rows, unless it
+    was created in the plan's layout (`problem.allocated`: IPU TensorFlow's allocation
+    finder lays out a variable or a program input read by the product for it)."""
+    always = {x: np.full(c.used.shape, x in problem.rearranged) for x in ("a", "b", "out")}
+    rows = problem.m if problem.grouped_cols or problem.b_grouped else (
+        problem.groups * problem.m)
+    sent = {"a": _ceil(problem.n, np.minimum(c.cols, problem.n)),
+            "b": _ceil(rows, np.minimum(c.rows, rows))}
+    for x, dests in sent.items():
+        if x not in problem.allocated:
+            always[x] = always[x] | (dests > MAX_BROADCAST_DESTINATIONS)
+    return always
+
+
+def _rearrangements(problem, c, target):
     """(bytes each tile receives, [copy cycles, exchange cycles], supersteps) of copying
-    the operands and output `problem.rearranged` names into or out of the plan's layout,
-    over the plan's `used` tiles: poplin's transform estimate (`addTransformCycleEstimate`
-    in `ConvModel.cpp`: a weight-update convolution always rearranges its input, its
-    weights and its output; each tile copies its share at the lesser of the memcpy rate and
-    one element per cycle, corrected by `REARRANGE_COPY_FACTOR`, and receives it over the
+    the operands and output `_copied` names into or out of the plan's layout, over the
+    plan's `used` tiles: poplin's transform estimate (`addTransformCycleEstimate` in
+    `ConvModel.cpp`: each tile copies its share at the lesser of the memcpy rate and one
+    element per cycle, corrected by `REARRANGE_COPY_FACTOR`, and receives it over the
     exchange). The operands' copies share one superstep before the products, the output's
     one after; each pays a vertex's launch and an exchange's latency, as every step does."""
+    used = c.used
     zeros = np.zeros_like(used)
-    if not problem.rearranged:
-        return zeros, [zeros, zeros], zeros
+    copied = _copied(problem, c)
     item = np.dtype(problem.dtype).itemsize
     granule = 2 if item == 4 else 4
     num, den = REARRANGE_COPY_FACTOR[problem.n % granule == 0]
     rate = min(target.memcpy_bytes_per_cycle, item)
     moved, copy, exchange, steps = zeros, zeros, zeros, zeros
     for phase in (("a", "b"), ("out",)):
-        copied = [x for x in phase if x in problem.rearranged]
-        if not copied:
+        nbytes = sum(np.where(copied[x], _ceil(problem.distinct_elements(x) * item, used), 0)
+                     for x in phase)
+        if not np.any(nbytes):
             continue
-        nbytes = sum(_ceil(problem.distinct_elements(x) * item, used) for x in copied)
         moved = moved + nbytes
-        copy = copy + cost_model.VERTEX_OVERHEAD_CYCLES + _ceil(nbytes * num, rate * den)
+        copy = copy + np.where(nbytes > 0, cost_model.VERTEX_OVERHEAD_CYCLES
+                               + _ceil(nbytes * num, rate * den), 0)
         exchange = exchange + cost_model.exchange_cycles(nbytes, target)
-        steps = steps + 1
+        steps = steps + (nbytes > 0)
     return moved, [copy, exchange], steps
 
 
@@ -301,9 +382,14 @@ def _amp_pass_cycles(problem, options, c, per_pass, depth, target):
         groups = np.ones_like(cols)
     per_group = np.minimum(cols, problem.n) if problem.grouped_cols else cols
     field = _ceil(per_pass, np.maximum(1, groups * per_group))
+    nx1 = None
+    if math.prod(problem.kernel[:-1]) > 1:
+        in_group = cost_model.amp_groups(problem.dtype, target, options.partials_type)[0]
+        nx1 = conv_windows.split_nx1(conv_windows.nx1_passes(
+            problem.kernel[:-1], problem.kernel[-1], problem.dtype, in_group), c.k)
     return cost_model.amp_vertex_cycles(field, depth, per_group, problem.dtype, target,
                                         conv_groups=groups,
-                                        partials_type=options.partials_type)
+                                        partials_type=options.partials_type, nx1=nx1)
 
 
 def plan_exchange_cycles(operand_bytes, partial_bytes_, serial, target):
@@ -328,7 +414,7 @@ def choose_plan(problem, options, target, kind="matmul", where="matmul"):
 @functools.lru_cache(maxsize=512)
 def _choose_cached(problem, options, target, kind):
     tiles = target.tiles_per_ipu
-    c, temp, receive, compute, exchange, steps, cycles, gather = _evaluate(
+    c, temp, receive, compute, exchange, steps, cycles, idle = _evaluate(
         problem, options, target, tiles)
     budget = options.available_memory_proportion * target.bytes_per_tile
     fits = temp <= budget
@@ -350,7 +436,9 @@ def _choose_cached(problem, options, target, kind):
                 int(cycles[index]), bool(fits[index]),
                 ("amp", "reduce_partials") if c.k[index] > 1 else ("amp",),
                 per_tile=int(c.owned[index]), partial_bytes=partial_bytes(problem, options),
-                block=tuple(int(b) for b in c.block[index]) if not c.aligned[index] else ())
+                block=tuple(int(b) for b in c.block[index]) if not c.aligned[index] else (),
+                owners=_ceil(problem.out_size, int(c.owned[index])),
+                idle_temp_bytes=int(idle[index]))
     return plan, warning
 
 

@@ -22,7 +22,9 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
   `ViewMapping`: an op that would follow a view's layout gets a linear one;
 * everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
   tile, each new value starting where the previous ended so that small values do
-  not all land on tile 0. Variables are mapped first, then the graph inputs.
+  not all land on tile 0. Variables are mapped first, then the graph inputs; a
+  variable that a product's result updates then takes that result's layout
+  (`_lay_out_updated_variables`).
 
 On a device of several IPUs an IPU is a range of `tiles_per_ipu` global tiles: every
 value is mapped inside the range of the IPU its equation runs on (`Equation.shard`,
@@ -133,6 +135,10 @@ class _Planner:
         self.plans = {}
         self.aliases = {}
         self.views = {}
+        # Values IPU TensorFlow's allocation finder lays out for the product reading them:
+        # the outputs of its allocating instructions (parameters, infeeds, constants), through
+        # views and into loop bodies (graphcore/tensorflow@b2127bb, custom_ops/hlo_extensions.cc).
+        self.allocated = set()
 
     def linear(self, type_, tiles=None):
         grain = max(1, GRAIN_BYTES // type_.itemsize)
@@ -158,16 +164,21 @@ class _Planner:
         self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         if opdef.role == "variable_read":
             self.values[eqn.outputs[0].id] = variables[eqn.params["var"]]
+            self.allocated.add(eqn.outputs[0].id)
             return
         for sub in eqn.subgraphs():
             # A body's inputs are the trailing operands (an `if` also takes a predicate).
             operands = eqn.inputs[len(eqn.inputs) - len(sub.inputs):]
             for inner, outer in zip(sub.inputs, operands):
                 self.values[inner.id] = self._own(self.values.get(outer.id), outer.type)
+                if outer.id in self.allocated and self.values[inner.id] is self.values[outer.id]:
+                    self.allocated.add(inner.id)
             self.graph(sub, variables)
             self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
         for i, out in enumerate(eqn.outputs):
             self.values[out.id] = self._choose(opdef, eqn, i, out)
+        if opdef.role == "constant":
+            self.allocated.update(v.id for v in eqn.outputs)
 
     def _own(self, mapping, type_):
         """`mapping` for a value with memory of its own: a view's layout is no tensor's,
@@ -189,6 +200,8 @@ class _Planner:
                 self.views[out.id] = self.views[source]
             else:
                 self.aliases[out.id] = self.aliases.get(source, source)
+            if source in self.allocated:
+                self.allocated.add(out.id)
             return self.values[source]
         groups = view_groups(eqn)
         if groups is not None and all(v.id in self.values for v in eqn.inputs):
@@ -214,6 +227,10 @@ class _Planner:
 
     def _matmul(self, eqn, out):
         problem = planner.problem_of(eqn)
+        # A variable or program input read by the product is created in its layout (IPU
+        # TensorFlow's allocation finder), so poplin need not copy it into the plan's.
+        problem = dataclasses.replace(problem, allocated=tuple(
+            role for role, v in zip(problem.inputs, eqn.inputs) if v.id in self.allocated))
         if problem.macs == 0:
             # An empty product, or a zero-length contraction (a fill of zeros): there is
             # nothing to plan, and the op's own cost rule prices it.
@@ -277,6 +294,69 @@ def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
     for value, ipu in zip(graph.inputs, input_shards(graph)):
         planner_.ipu = min(ipu, target.num_ipus - 1)
         planner_.values[value.id] = planner_.linear(value.type)
+        planner_.allocated.add(value.id)
     planner_.graph(graph, variables)
+    _lay_out_updated_variables(graph, planner_, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
                    planner_.aliases, planner_.views, target.tiles_per_ipu, target)
+
+
+def _lay_out_updated_variables(graph, planner_, variables):
+    """Give each variable that a product's result updates (through elementwise steps: a
+    weight gradient scaled by the learning rate, an optimizer's slot mixed with it) that
+    result's layout, and so every value that took the variable's layout from reading it
+    (and every view of such a value, `views.py`).
+
+    IPU TensorFlow lays a weight out for the product that reads it (the allocation
+    finder), and poplin computes its gradient in that same layout: a fully-connected
+    weight update is planned jointly with the forward pass, each gradient block on the
+    tiles of the forward's weight block (graphcore/poplibs@7eac0f2,
+    lib/poplin/Convolution.cpp, `linearizeTileIndices` for FC_TRAINING_WU), and a
+    convolution's weight update rearranges its result into the weights' layout
+    (`Problem.rearranged`). So the update reads its gradient where the variable lives;
+    a variable mapped apart from it would receive the whole gradient each step.
+    """
+    equations = list(graph.walk())
+    producer = {v.id: eqn for eqn in equations for v in eqn.outputs}
+    moved = {}    # id of a variable's old mapping -> its new mapping
+    for eqn in equations:
+        if get_op(eqn.op).role != "variable_write":
+            continue
+        index = eqn.params["var"]
+        product = _product_behind(eqn.inputs[0], producer)
+        if product is None or product not in planner_.values:
+            continue
+        old, new = variables[index], planner_.values[product]
+        if old is not new and id(old) not in moved:
+            moved[id(old)] = variables[index] = new
+    if moved:
+        retired = []    # the views replaced, kept alive so that their ids stay theirs
+        for key, mapping in planner_.values.items():   # sources before their views
+            if isinstance(mapping, ViewMapping) and id(mapping) not in moved and any(
+                    id(layout) in moved for _, layout, *_ in mapping.groups):
+                retired.append(mapping)
+                moved[id(mapping)] = ViewMapping(tuple(
+                    (source, moved.get(id(layout), layout), *runs)
+                    for source, layout, *runs in mapping.groups), mapping.size,
+                    mapping.num_tiles)
+            if id(mapping) in moved:
+                planner_.values[key] = moved[id(mapping)]
+
+
+def _product_behind(value, producer, depth=8):
+    """The id of the planned product (mapping "matmul") whose result `value` is, through
+    elementwise steps and views of its size; None if there is none within `depth`."""
+    frontier = [value]
+    for _ in range(depth):
+        following = []
+        for v in frontier:
+            eqn = producer.get(v.id)
+            if eqn is None:
+                continue
+            opdef = get_op(eqn.op)
+            if opdef.mapping == "matmul" and eqn.outputs[0].id == v.id:
+                return v.id
+            if opdef.mapping == "elementwise" or is_view(eqn):
+                following.extend(u for u in eqn.inputs if u.type.size == v.type.size)
+        frontier = following
+    return None
