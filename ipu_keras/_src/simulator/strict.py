@@ -19,8 +19,8 @@ the lowering):
 
 A view (a static slice, a split, a concatenation: the executable's `TileView`s) runs on
 no tile: its elements must be those of its groups of runs, and its readers hold what its
-sources' tiles hold. A disagreement raises `StrictModeMismatch` naming the op, its source and the tile.
-The received bytes are compared with what the cost model charged the step (busiest
+sources' tiles hold. A disagreement raises `StrictModeMismatch` naming the op, its source
+and the tile. The received bytes are compared with what the cost model charged the step (busiest
 tile): `report()` lists both per step, and which steps ran a rule that is not
 tile-local ("fallback": every tile needs every operand element). Two steps may also
 receive partial results instead of operand elements: a reduction (each tile holding

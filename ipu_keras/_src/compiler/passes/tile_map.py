@@ -171,7 +171,8 @@ class _Planner:
             operands = eqn.inputs[len(eqn.inputs) - len(sub.inputs):]
             for inner, outer in zip(sub.inputs, operands):
                 self.values[inner.id] = self._own(self.values.get(outer.id), outer.type)
-                if outer.id in self.allocated and self.values[inner.id] is self.values[outer.id]:
+                kept = self.values[inner.id] is self.values.get(outer.id)
+                if outer.id in self.allocated and kept:
                     self.allocated.add(inner.id)
             self.graph(sub, variables)
             self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)

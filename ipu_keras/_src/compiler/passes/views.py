@@ -37,7 +37,8 @@ def chunk_table(mapping, size, num_tiles):
     """The pieces of a `Mapping` of `size` elements: (starts, ends, tiles), its chunks."""
     chunks = np.arange(-(-size // mapping.per_tile)) if size else np.zeros(0, np.int64)
     starts = chunks * mapping.per_tile
-    return starts, np.minimum(size, starts + mapping.per_tile), (mapping.start + chunks) % num_tiles
+    ends = np.minimum(size, starts + mapping.per_tile)
+    return starts, ends, (mapping.start + chunks) % num_tiles
 
 
 def table_of(mapping, size, num_tiles):
