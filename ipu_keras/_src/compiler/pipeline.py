@@ -191,8 +191,10 @@ def tensor_map(graph, tile_map):
     Each row: `[id, kind, shape, dtype, start, tiles, per_tile, layer, op]` with kind
     "variable" (id is the variable's index, op its name), "input" (of the graph, or of a
     control-flow body: op names the control-flow op) or "value" (ids of the optimised
-    graph); a view (reshape) row has kind "view" and shares its
-    source's memory. Values without a mapping (unused) are left out.
+    graph); a view (a reshape, a static slice, a concatenation) row has kind "view" and
+    shares its sources' memory (a view of parts of several values gives the first tile
+    holding its elements, how many tiles do and the most one holds). Values without a
+    mapping (unused) are left out.
     """
     rows = []
     for index, (spec, m) in enumerate(zip(graph.variables, tile_map.variables)):
@@ -202,7 +204,7 @@ def tensor_map(graph, tile_map):
     def add(value, kind, layer, op):
         m = tile_map.values.get(value.id)
         if m is not None:
-            kind = "view" if value.id in tile_map.aliases else kind
+            kind = "view" if tile_map.is_view(value.id) else kind
             rows.append([value.id, kind, list(value.type.shape), value.type.dtype,
                          m.start, m.tiles, m.per_tile, layer, op])
 

@@ -16,11 +16,11 @@ fields in order: `["exec", op, ins, outs, params]`), rebuilt and checked on load
 malformed step or block, or a field naming a slot, variable, feed or block out of range,
 is refused with `ExecutableFormatError` as well, and so is a file of another
 `FORMAT_VERSION` (2 since the steps were typed, 3 since outlined functions' `Call` steps,
-4 since profile rows name their IPU, 5 since a step's traffic names a 2-d plan's blocks;
-the executable cache's keys hold the version, so such an entry is recompiled). Block 0 is
-the main program; a block's sub-blocks have larger indices, except the shared body of an
-outlined function's calls. `constants` lists [slot, array] pairs the engine presets before
-running.
+4 since profile rows name their IPU, 5 since a step's traffic names a 2-d plan's blocks,
+6 since the tile facts list the views; the executable cache's keys hold the version, so
+such an entry is recompiled). Block 0 is the main program; a block's sub-blocks have
+larger indices, except the shared body of an outlined function's calls. `constants`
+lists [slot, array] pairs the engine presets before running.
 
 A file may carry a `binding` (JSON data: the executable cache's key and graph
 fingerprint); `load(path, binding)` refuses a file not saved with that binding. Once the
@@ -46,7 +46,7 @@ from ipu_keras._src.device.checks import check_program
 from ipu_keras._src.device.steps import CYCLE_KINDS, Malformed, blocks_from_data
 from ipu_keras.errors import ExecutableFormatError
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 _MAX_DEPTH = 64
 """How deep params and info may nest (the compiler writes a few levels)."""
 _MEMBERS = ("executable.json", "constants.npz", "checksum")

@@ -24,7 +24,8 @@ for a pipeline's body, its `pipeline` schedule.
 In `executable.json` a block is an object with those six names; a step is a list, its kind
 then its fields in order (`["exec", op, ins, outs, params]`); a profile row is `[op,
 layer, cycles in CYCLE_KINDS order, sub-blocks, IPU]`, a source `[node, layer]`, a tile
-mapping `[slot or variable, start, tiles, per_tile]` and a step's traffic `[received,
+mapping `[slot or variable, start, tiles, per_tile]`, a view `[slot, [[source slot, size,
+first, pitch, length, count, at, step], ...]]` and a step's traffic `[received,
 source, k_split, partial_bytes, block_rows, block_cols]`. `blocks_from_data` rebuilds the
 records and distrusts the structure: a field of the wrong type, a slot, variable, feed or
 block out of range, a list of the wrong length raises `Malformed`, which the loader
@@ -236,6 +237,18 @@ class TileMapping:
 
 
 @_record
+class TileView:
+    """A slot that is a view of parts of other slots (a static slice, a split, a
+    concatenation). Its flat elements are `groups`, each `(slot, size, first, pitch,
+    length, count, at, step)`: `count` runs of `length` elements, run `j` being `slot`'s
+    (of `size` elements) from `first + j * pitch` and the view's from `at + j * step`.
+    It lives where those elements live (`slot` has a `TileMapping` or is a view)."""
+
+    index: int
+    groups: tuple
+
+
+@_record
 class StepTraffic:
     """A step's bytes received by its busiest tile as the cost model charges them, its
     source, and for a matmul plan that splits k or cuts 2-d blocks, `k_split`, its
@@ -261,12 +274,15 @@ class TileFacts:
     slots: tuple
     steps: tuple
     variables: tuple = ()
+    views: tuple = ()
 
     def to_data(self):
         return {"slots": [_mapping_data(m) for m in self.slots],
                 "steps": [[int(t.received), t.source, int(t.k_split), int(t.partial_bytes),
                            int(t.block_rows), int(t.block_cols)] for t in self.steps],
-                "variables": [_mapping_data(m) for m in self.variables]}
+                "variables": [_mapping_data(m) for m in self.variables],
+                "views": [[int(v.index), [[int(x) for x in g] for g in v.groups]]
+                          for v in self.views]}
 
 
 def _mapping_data(m):
@@ -456,15 +472,34 @@ def _traffic(data, where):
 def _tile_facts(data, bounds, steps, where):
     if data is None:
         return None
-    _expect(isinstance(data, dict) and sorted(data) == ["slots", "steps", "variables"],
-            "tile facts with slots, steps and variables", where, data)
+    _expect(isinstance(data, dict) and sorted(data) == ["slots", "steps", "variables",
+                                                        "views"],
+            "tile facts with slots, steps, variables and views", where, data)
     traffic = _list(data["steps"], f"the traffic of {steps} steps", f"{where}.steps", steps)
     return TileFacts(
         tuple(_mapping(r, bounds.slots, f"{where}.slots") for r in
               _list(data["slots"], "a list", f"{where}.slots")),
         tuple(_traffic(t, f"{where}.steps") for t in traffic),
         tuple(_mapping(r, bounds.variables, f"{where}.variables") for r in
-              _list(data["variables"], "a list", f"{where}.variables")))
+              _list(data["variables"], "a list", f"{where}.variables")),
+        tuple(_view(v, bounds.slots, f"{where}.views") for v in
+              _list(data["views"], "a list", f"{where}.views")))
+
+
+def _view(data, stop, where):
+    index, groups = _list(data, "a view, [slot, groups]", where, 2)
+    _index(index, stop, "a slot", where)
+    out = []
+    for group in _list(groups, "a list of groups", where):
+        row = _list(group, "a group of 8 ints", where, 8)
+        _expect(all(_is_int(v) and v >= 0 for v in row), "a group of 8 ints", where, row)
+        slot, size, first, pitch, length, count = row[:6]
+        _expect(first + (count - 1) * pitch + length <= size if count else True,
+                "a group [slot, size, first, pitch, length, count, at, step] inside its "
+                "slot", where, row)
+        _index(slot, stop, "a slot", where)
+        out.append(tuple(int(v) for v in row))
+    return TileView(int(index), tuple(out))
 
 
 def _block_from_data(data, bounds):

@@ -98,9 +98,23 @@ def _concat(*xs, axis):
     return np.concatenate(xs, axis=axis)
 
 
+def _concat_view(in_types, out_types, *, axis):
+    """The operands end to end: for each index of the axes before `axis`, each operand's
+    block of the axes from `axis` on (IPU TensorFlow lowers a concatenation as
+    `poplar::concat` of its operands' tensors, a view, with no copy:
+    graphcore/tensorflow@b2127bb, `driver/visitors/visitor_full.cc`,
+    `FullVisitor::HandleConcatenate`; its dataflow analysis makes the result an alias
+    of every operand, `driver/tools/hlo_poplar_dataflow_analysis.cc`)."""
+    outer = math.prod(out_types[0].shape[:axis])
+    blocks = [t.size // outer if outer else 0 for t in in_types]
+    at = np.cumsum([0] + blocks)
+    return (tuple((k, 0, block, block, outer, int(at[k]), int(at[-1]))
+                  for k, block in enumerate(blocks) if block),)
+
+
 register_op("concat", shape=_concat_shape, kernel=_concat, cost=_copy_cost,
             mapping="linear",
-            tile_rule="probe", tile_moves="all")
+            tile_rule="probe", tile_moves="all", view=_concat_view)
 
 
 def _split_shape(in_types, *, axis, sizes):
@@ -116,8 +130,22 @@ def _split(x, *, axis, sizes):
     return tuple(np.ascontiguousarray(p) for p in np.split(x, cuts, axis=axis))
 
 
+def _split_view(in_types, out_types, *, axis, sizes):
+    """Each part is a slice of the operand on `axis`, a view (TensorFlow's XLA bridge
+    builds a split as one static slice per part, graphcore/tensorflow@b2127bb,
+    `compiler/tf2xla/kernels/split_op.cc`, which IPU TensorFlow lowers as
+    `indexing._slice_view` says): for each index of the axes before `axis`, the part's
+    block of the axes from `axis` on."""
+    x = in_types[0]
+    outer = math.prod(x.shape[:axis])
+    inner = math.prod(x.shape[axis + 1:])
+    offsets = np.cumsum((0,) + tuple(sizes))[:-1]
+    return tuple(((0, int(c) * inner, x.shape[axis] * inner, n * inner, outer, 0, n * inner),)
+                 for c, n in zip(offsets, sizes))
+
+
 register_op("split", shape=_split_shape, kernel=_split, cost=_copy_cost, mapping="linear",
-            tile_rule="probe", tile_moves=(0,))
+            tile_rule="probe", tile_moves=(0,), view=_split_view)
 
 
 def _tile_shape(in_types, *, multiples):

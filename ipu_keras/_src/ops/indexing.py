@@ -7,13 +7,16 @@ tensor), `segment_sum` and `one_hot`. Index operands stay dynamic; index values
 outside the indexed dimension raise `IndexOutOfRangeError` (an `IndexError`), as
 TensorFlow on the CPU rejects them.
 """
+import itertools
+import math
+
 import numpy as np
 
 from ipu_keras.errors import IndexOutOfRangeError, UnsupportedOpError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops._common import per_output_element
 from ipu_keras._src.ops.array import broadcast_to, ints, reshape
-from ipu_keras._src.ops.registry import Work, register_op, tf_import
+from ipu_keras._src.ops.registry import MAX_VIEW_GROUPS, Work, register_op, tf_import
 
 TF_TYPES = (
     "Slice", "StridedSlice", "StridedSliceGrad", "GatherV2", "ResourceGather", "GatherNd",
@@ -63,9 +66,40 @@ def _strided_slice(x, *, begin, sizes, strides):
     return np.ascontiguousarray(x[_np_slices(begin, sizes, strides)])
 
 
+def _slice_view(in_types, out_types, *, begin, sizes, strides):
+    """A slice of unit steps is a view of its operand (IPU TensorFlow's `CreateSlice` takes
+    `Tensor::slice` of its input, and copies it only when the slice is not lowered in
+    place, which its in-place analysis allows unless another user writes the input in
+    place: graphcore/tensorflow@b2127bb, `driver/ops/tensor_ops.cc` and
+    `driver/tools/inplace_util.cc`, `ConvertToInplaceReadOnly`). Its runs are the rows of
+    the whole trailing axes after the last sliced one (`cut`); the axes before it, from
+    the last sliced one (`outer`) on, step through the operand by one pitch, and make a
+    group. A slice with other steps copies here."""
+    shape = in_types[0].shape
+    if any(s != 1 and n > 1 for s, n in zip(strides, sizes)) or not all(sizes):
+        return None
+    if not shape:
+        return (((0, 0, 1, 1, 1, 0, 1),),)
+    sliced = [d for d in range(len(shape)) if (begin[d], sizes[d]) != (0, shape[d])]
+    cut = max(sliced, default=0)
+    outer = max([d for d in sliced if d < cut], default=0)
+    pitch = [math.prod(shape[d + 1:]) for d in range(len(shape))]   # flat step per axis
+    length = sizes[cut] * pitch[cut]
+    if cut == 0:
+        return (((0, begin[0] * pitch[0], length, length, 1, 0, length),),)
+    count = sizes[outer] * math.prod(shape[outer + 1:cut])
+    if math.prod(sizes[:outer]) > MAX_VIEW_GROUPS:
+        return None
+    base = begin[outer] * pitch[outer] + begin[cut] * pitch[cut]
+    firsts = [base + sum((b + i) * p for b, i, p in zip(begin, index, pitch))
+              for index in itertools.product(*(range(n) for n in sizes[:outer]))]
+    return (tuple((0, first, pitch[cut - 1], length, count, g * count * length, length)
+                  for g, first in enumerate(firsts)),)
+
+
 register_op("strided_slice", shape=_slice_shape, kernel=_strided_slice, cost=_copy_cost,
             mapping="linear",
-            tile_rule="probe", tile_moves=(0,))
+            tile_rule="probe", tile_moves=(0,), view=_slice_view)
 
 
 def _slice_grad_shape(in_types, *, shape, begin, sizes, strides):

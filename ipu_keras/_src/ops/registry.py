@@ -50,6 +50,16 @@ op it owns:
     "per_use": a conversion, cloned before each reader when its operand is a parameter
     (IPU TensorFlow's RecomputeCasts); "checkpoint": a recomputation checkpoint, whose
     value is kept and where recomputation starts;
+  - `view`: `(in_types, out_types, **params) -> groups per output, or None`, for an op
+    whose outputs are views of its operands' elements (Poplar's `Tensor::slice` and
+    `poplar::concat` return views, not copies): each output's flat elements as groups
+    `(operand, first, pitch, length, count, at, step)` of `count` runs of `length`
+    elements, run `j` being the operand's flat elements from `first + j * pitch` and
+    the output's from `at + j * step`, covering the output once; None (per equation:
+    e.g. a strided slice with steps, or more than `MAX_VIEW_GROUPS` groups) when the
+    equation copies. Default None: never a view. The tile map then leaves the elements
+    on their operands' tiles, and the memory plan gives the outputs no bytes of their
+    own (`compiler/passes/views.py`);
   - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
     recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
     "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,
@@ -87,6 +97,10 @@ PLANS = ("matmul", "conv", "gather")
 EXCHANGES = ("operands", "rows", "tree", "variable", "none")
 RECOMPUTE = ("again", "never", "per_use", "checkpoint")
 CHAINS = ("norm", "norm_grad", "nonlinearity", "nonlinearity_grad")
+MAX_VIEW_GROUPS = 4096
+"""Most groups of runs a `view` gives one output; a view needing more (a slice of a few
+rows of each of many matrices) is modelled as the copy it is not: a modelling limit,
+not a Poplar one."""
 FULL = None
 """In a `tile_axes` axis map: the operand axis is needed whole."""
 
@@ -116,6 +130,7 @@ class OpDef:
     reduced_axes: object = None
     recompute: str = "again"
     chain: str = None
+    view: object = None
 
     def tile_rule_for(self, params):
         """The strict tile rule of one equation of this op (see `tile_rule`)."""
@@ -142,7 +157,8 @@ def axes_of_params(params, rank):
 def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine=False,
                 rowwise=False, role="compute", tile_rule="fallback", tile_moves=None,
                 tile_fill=None, tile_index=None, tile_axes=None, plan=None, problem=None,
-                exchange=None, reduced_axes=axes_of_params, recompute="again", chain=None):
+                exchange=None, reduced_axes=axes_of_params, recompute="again", chain=None,
+                view=None):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -161,12 +177,14 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     _check_fact(name, "chain", chain, CHAINS + (None,))
     if not callable(tile_rule):
         _check_fact(name, "tile_rule", tile_rule, TILE_RULES)
+    if view is not None and not callable(view):
+        raise ValueError(f"Op '{name}' has a `view` that is not a callable: {view!r}.")
     if tile_rule == "probe" and tile_moves is None:
         raise ValueError(f"Op '{name}' has the probe tile rule but no `tile_moves`.")
     module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise,
                        role, tile_rule, tile_moves, tile_fill, tile_index, tile_axes, plan,
-                       problem, exchange, reduced_axes, recompute, chain)
+                       problem, exchange, reduced_axes, recompute, chain, view)
     return _OPS[name]
 
 

@@ -17,8 +17,10 @@ the lowering):
    under both poisons, so an output element that needs data the tile lacks cannot
    come out right; the assembled tile slices must equal the vectorised output.
 
-A disagreement raises `StrictModeMismatch` naming the op, its source and the tile.
-The received bytes are compared with what the cost model charged the step (busiest
+A view (a static slice, a split, a concatenation: the executable's `TileView`s) runs on
+no tile: its elements must be those of its groups of runs, and its readers hold what its
+sources' tiles hold. A disagreement raises `StrictModeMismatch` naming the op, its source
+and the tile. The received bytes are compared with what the cost model charged the step (busiest
 tile): `report()` lists both per step, and which steps ran a rule that is not
 tile-local ("fallback": every tile needs every operand element). Two steps may also
 receive partial results instead of operand elements: a reduction (each tile holding
@@ -116,6 +118,13 @@ class StrictEngine(Engine):
         for block in executable.blocks:
             for row in block.tiles.slots:
                 self.mappings[row.index] = row.mapping
+        self.views = {}
+        for block in executable.blocks:
+            for view in block.tiles.views:
+                self.views[view.index] = view.groups
+                self.mappings[view.index] = ViewGroups(
+                    (self.mappings.get(slot), size, *runs)
+                    for slot, size, *runs in view.groups)
         self.steps = []
         self._facts = None
         super().__init__(executable, floating_point)
@@ -155,6 +164,8 @@ class StrictEngine(Engine):
         report = StepReport(block, position, step.op, traffic.source,
                             modelled=int(traffic.received))
         self.steps.append(report)
+        if outs and all(o in self.views for o in outs):
+            return self._view_step(vectorised, report, outs)
         check = _TileCheck(step.op, step.params, report, [self.mappings.get(s) for s in ins],
                            [self.mappings.get(s) for s in outs], self.num_tiles, traffic)
 
@@ -162,6 +173,54 @@ class StrictEngine(Engine):
             vectorised(env)
             check([env[i] for i in ins], [env[o] for o in outs])
         return run
+
+
+    def _view_step(self, vectorised, report, outs):
+        """A view computes and moves nothing on the tiles: its elements must be, bit for
+        bit, those of its runs where its sources hold them."""
+
+        def run(env):
+            vectorised(env)
+            for out in outs:
+                flat = np.asarray(env[out]).reshape(-1)
+                whole = np.empty_like(flat)
+                for slot, _, *runs in self.views[out]:
+                    source, target = _group_indices(*runs)
+                    whole[target] = np.asarray(env[slot]).reshape(-1)[source]
+                if not _same_bits(whole, flat):
+                    raise StrictModeMismatch(
+                        f"Strict tile mode: the view {report.op} (from {report.source}) is "
+                        f"not the elements of its runs: expected {flat[:8]!r}... Received: "
+                        f"{whole[:8]!r}... The op's `view` fact is wrong.")
+            report.rule, report.runs = "view", report.runs + 1
+        return run
+
+
+class ViewGroups(tuple):
+    """The strict mode's mapping of a view slot: its groups, each `(source mapping, size,
+    first, pitch, length, count, at, step)` (`TileView`)."""
+
+
+def _group_indices(first, pitch, length, count, at, step):
+    """The flat source and view indices of a group's runs."""
+    run = np.arange(length)
+    j = np.arange(count)[:, None]
+    return (first + j * pitch + run).reshape(-1), (at + j * step + run).reshape(-1)
+
+
+def holders(mapping, size, num_tiles):
+    """The tile holding each flat element of a value laid out by `mapping` (-1: none)."""
+    holder = np.full(size, -1, np.int64)
+    if isinstance(mapping, ViewGroups):
+        for source, source_size, *runs in mapping:
+            if source is not None:
+                index, target = _group_indices(*runs)
+                holder[target] = holders(source, source_size, num_tiles)[index]
+    elif mapping is not None:
+        lo, hi = mapping_bounds(mapping, size, num_tiles)
+        for tile in np.flatnonzero(hi > lo):
+            holder[lo[tile]:hi[tile]] = tile
+    return holder
 
 
 class _TileCheck:
@@ -186,6 +245,8 @@ class _TileCheck:
             return
         args = [np.asarray(a) for a in args]
         results = [np.asarray(r) for r in results]
+        self.holders = [holders(m, a.size, self.num_tiles)
+                        for a, m in zip(args, self.in_maps)]
         out_shapes = [r.shape for r in results]
         if not self.report.rule or self.report.rule == "skipped":
             self.report.rule = tile_rules.kind_of(self.op, [a.shape for a in args], out_shapes,
@@ -259,26 +320,14 @@ class _TileCheck:
     def _received(self, args, masks, t):
         """Bytes of the needed elements that tile `t` does not hold."""
         total = 0
-        for a, mask, mapping in zip(args, masks, self.in_maps):
+        for a, mask, holder in zip(args, masks, self.holders):
             flat = mask.reshape(-1)
-            held = 0
-            if mapping is not None:
-                lo, hi = mapping_bounds(mapping, a.size, self.num_tiles)
-                held = int(flat[lo[t]:hi[t]].sum())
-            total += (int(flat.sum()) - held) * a.itemsize
+            total += (int(flat.sum()) - int(flat[holder == t].sum())) * a.itemsize
         return total
 
     def _partials(self, args, out_shapes, ranges, t):
         """Bytes of partial results tile `t` receives if every tile holding inputs of an
         output element it owns reduces them first (`PARTIAL_BYTES` per partial)."""
-        holders = []
-        for a, mapping in zip(args, self.in_maps):
-            holder = np.full(a.size, -1, np.int64)
-            if mapping is not None:
-                lo, hi = mapping_bounds(mapping, a.size, self.num_tiles)
-                for tile in np.flatnonzero(hi > lo):
-                    holder[lo[tile]:hi[tile]] = tile
-            holders.append(holder)
         total = 0
         for j, (lo, hi) in enumerate(ranges):
             for e in range(lo, hi):
@@ -286,7 +335,7 @@ class _TileCheck:
                 masks = tile_rules.needed_masks(self.report.rule, self.op, args, out_shapes,
                                                 self.params, j, coords)
                 tiles = set()
-                for holder, mask in zip(holders, masks):
+                for holder, mask in zip(self.holders, masks):
                     tiles.update(np.unique(holder[mask.reshape(-1)]).tolist())
                 total += len(tiles - {t}) * PARTIAL_BYTES
         return total

@@ -20,11 +20,13 @@ its cycles, its sub-blocks); the engine does not read it. `sources` gives each s
 `Source` (TensorFlow node, Keras layer), for errors raised while it runs (floating-point
 traps). And it keeps `tiles`, the `TileFacts` the strict tile mode
 (`simulator/strict.py`) checks: `slots`, a `TileMapping` for every value the block
-defines; `steps`, per step a `StepTraffic`: the bytes the busiest tile receives as the
-cost model charges it, its source and, for a matmul plan that splits k or cuts 2-d
-blocks, `k_split`, `partial_bytes` and the blocks' shape (the strict mode measures such a
-step as the plan runs it); block 0 adds `variables`, a `TileMapping` per variable.
-"""
+defines; `views`, a `TileView` for every value that is a view of parts of others (a
+static slice, a concatenation: where its elements are); `steps`, per step a
+`StepTraffic`: the bytes the busiest tile receives as the cost model charges it, its
+source and, for a matmul plan that splits k or cuts 2-d blocks, `k_split`,
+`partial_bytes` and the blocks' shape (the strict mode measures such a step as the plan
+runs it); block 0 adds `variables`, a `TileMapping` per variable. A view computes and
+moves nothing (no cycles); its readers receive its elements from its sources' tiles."""
 import dataclasses
 import math
 
@@ -38,7 +40,8 @@ from ipu_keras._src.ops.registry import get_op
 from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.device.steps import (
     Block, Call, Collective, Exec, If, Infeed, Outfeed, ProfileRow, Read, Source, StepTraffic,
-    TileFacts, TileMapping, While, Write, cycles_of)
+    TileFacts, TileMapping, TileView, While, Write, cycles_of)
+from ipu_keras._src.compiler.passes.views import ViewMapping
 
 _CONTROL = ("loop", "branch")
 """Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
@@ -117,8 +120,12 @@ class _Lowering:
                 else:
                     steps.append(StepTraffic(int(received), str(eqn.source)))
         mapped = [(v, self.map.values.get(v.id)) for v in values]
+        views = tuple(TileView(self.slot(v), tuple(
+            (self.slots[source], size, *runs) for source, _, size, *runs in m.groups))
+            for v, m in mapped if isinstance(m, ViewMapping))
         return TileFacts(tuple(TileMapping(self.slot(v), m.start, m.tiles, m.per_tile)
-                               for v, m in mapped if m), tuple(steps))
+                               for v, m in mapped if m and not isinstance(m, ViewMapping)),
+                         tuple(steps), (), views)
 
     def step(self, eqn):
         p, ins, outs = eqn.params, self.slots_of(eqn.inputs), self.slots_of(eqn.outputs)
@@ -183,7 +190,7 @@ class _Lowering:
             compute, sync = cost_model.call_cycles(
                 [self._busiest_bytes(eqn.inputs), self._busiest_bytes(eqn.outputs)], target)
             return [compute, 0, sync, 0]
-        if opdef.role in _FREE or id(eqn) in self.free:
+        if opdef.role in _FREE or id(eqn) in self.free or self._is_view(eqn):
             return [0, 0, 0, 0]
         if opdef.role == "replica_reduce":   # over the IPU-Links, replica to replica
             group = eqn.params["group_size"] or self.replicas
@@ -216,6 +223,12 @@ class _Lowering:
                 eqn.params["destination_ipu"])
             external = True
         return [compute, exchange, supersteps * cost_model.sync_cycles(target, external), 0]
+
+    def _is_view(self, eqn):
+        """A view (a reshape, a static slice, a split, a concatenation: `tile_map.py`)
+        moves and computes nothing: its readers receive its elements from where its
+        sources are."""
+        return bool(eqn.outputs) and all(self.map.is_view(v.id) for v in eqn.outputs)
 
     def _loop_state_copy(self, loop, body):
         """[compute, exchange, sync, 0] of copying a loop body's results into the loop's

@@ -16,8 +16,10 @@ of the tutorial's report, whose summary counts 16,877 vertices: about 16 bytes o
 instance state each, as `VERTEX_STATE_BYTES`).
 
 Not-always-live ("temporaries"): every other value, live from the step that defines
-it to its last use (views such as `reshape` share their source's memory, and an
-elementwise step writes its result in place of an operand it reads last), plus what
+it to its last use (views such as `reshape` share their source's memory; a view of
+parts of several values, a static slice, a split or a concatenation, keeps each of them
+alive as long as it lives, `views.py`; and an elementwise step writes its result in
+place of an operand it reads last), plus what
 a step needs only while it runs: a planned op's temporaries (operand copies and
 partials, each tile its own: `Plan.tile_temp_bytes`) or, for other ops, the operand
 elements exchanged onto the tile. A control-flow step adds the peak of its bodies on
@@ -115,8 +117,8 @@ class _Liveness:
             return np.zeros(self.n, np.int64)
         return mapping.elements(value.type.size, self.n) * value.type.itemsize
 
-    def root(self, value):
-        return self.map.aliases.get(value.id, value.id)
+    def roots(self, value):
+        return self.map.roots(value.id)
 
     def step_temporaries(self, eqn):
         """Bytes a step needs only while it runs: plan temporaries or exchanged operands."""
@@ -131,9 +133,9 @@ class _Liveness:
         last_use = {}
         for i, eqn in enumerate(graph.equations):
             for v in eqn.inputs:
-                last_use[self.root(v)] = i
+                last_use.update(dict.fromkeys(self.roots(v), i))
         for v in graph.outputs:
-            last_use[self.root(v)] = len(graph.equations)
+            last_use.update(dict.fromkeys(self.roots(v), len(graph.equations)))
         owned = {v.id: self.bytes_of(v) for v in graph.inputs}
         inputs = set(owned)
         live = sum(owned.values(), np.zeros(self.n, np.int64))
@@ -141,7 +143,7 @@ class _Liveness:
         for i, eqn in enumerate(graph.equations):
             if get_op(eqn.op).role not in ("constant", "variable_read"):
                 for v in eqn.outputs:
-                    if v.id in self.map.aliases:
+                    if self.map.is_view(v.id):
                         continue
                     reused = self._in_place(eqn, v, owned, last_use, i, inputs)
                     if reused is not None:
@@ -157,9 +159,9 @@ class _Liveness:
             if trace is not None:
                 trace.append(int(during.sum()))
             for v in eqn.inputs + eqn.outputs:
-                r = self.root(v)
-                if last_use.get(r, -1) <= i and r in owned:
-                    live = live - owned.pop(r)
+                for r in self.roots(v):
+                    if last_use.get(r, -1) <= i and r in owned:
+                        live = live - owned.pop(r)
         return peak
 
 
@@ -173,8 +175,8 @@ class _Liveness:
             return None
         mapping = self.map.values.get(out.id)
         for v in eqn.inputs:
-            root = self.root(v)
-            if (v.type == out.type and root in owned and root not in inputs
+            (root, *more) = self.roots(v)
+            if (not more and v.type == out.type and root in owned and root not in inputs
                     and last_use.get(root) == i and self.map.values.get(v.id) == mapping):
                 return root
         return None
@@ -193,17 +195,16 @@ class _Liveness:
 def live_ranges(graph, tile_map):
     """[value id, first step, last step] of each not-always-live value of `graph`'s own
     steps, by the rules of the liveness above (for reports: what is live at a step)."""
-    aliases = tile_map.aliases
     last = {}
     for i, eqn in enumerate(graph.equations):
         for v in eqn.inputs:
-            last[aliases.get(v.id, v.id)] = i
+            last.update(dict.fromkeys(tile_map.roots(v.id), i))
     for v in graph.outputs:
-        last[aliases.get(v.id, v.id)] = max(0, len(graph.equations) - 1)
+        last.update(dict.fromkeys(tile_map.roots(v.id), max(0, len(graph.equations) - 1)))
     first = {v.id: 0 for v in graph.inputs}
     for i, eqn in enumerate(graph.equations):
         if get_op(eqn.op).role not in ("constant", "variable_read"):
-            first.update((v.id, i) for v in eqn.outputs if v.id not in aliases)
+            first.update((v.id, i) for v in eqn.outputs if not tile_map.is_view(v.id))
     return [[vid, f, max(f, last.get(vid, f))] for vid, f in first.items()
             if vid in tile_map.values]
 
@@ -339,7 +340,7 @@ def _advice(graph, tile_map, tile):
             sizes.append((plan.temp_bytes, f"{plan.kind} plan temporaries of {eqn.op} "
                                            f"from {eqn.source}"))
         for v in eqn.outputs:
-            if v.id in tile_map.values and v.id not in tile_map.aliases:
+            if v.id in tile_map.values and not tile_map.is_view(v.id):
                 nbytes = tile_map.values[v.id].elements(v.type.size, n)[tile] * v.type.itemsize
                 sizes.append((int(nbytes), f"{eqn.op} {v.type} from {eqn.source}"))
     for spec, mapping in zip(graph.variables, tile_map.variables):

@@ -14,6 +14,12 @@ A `Mapping` spreads a value's elements in contiguous chunks of `per_tile` over
   stay where they are and are reduced in place first);
 * views (ops with no work whose output has the input's bytes: `reshape`, `bitcast`)
   alias their input's mapping and memory;
+* views of parts of their operands (ops with a `view` fact: a static slice, a split, a
+  concatenation; Poplar returns views for them, see the ops) take no memory: their
+  elements stay where the operands' are (a `ViewMapping`, `views.py`), and the memory
+  plan keeps every source alive as long as the view (`TileMap.views`: the values it
+  views). A value that is not a view never takes a
+  `ViewMapping`: an op that would follow a view's layout gets a linear one;
 * everything else is spread linearly with a minimum grain of `GRAIN_BYTES` per
   tile, each new value starting where the previous ended so that small values do
   not all land on tile 0. Variables are mapped first, then the graph inputs; a
@@ -35,6 +41,7 @@ import numpy as np
 from ipu_keras._src.compiler.passes import planner
 from ipu_keras._src.compiler.passes.shard import input_shards, variable_shards
 from ipu_keras._src.compiler.passes.stages import is_backward
+from ipu_keras._src.compiler.passes.views import ViewMapping, view_groups
 from ipu_keras._src.ops.registry import get_op
 
 GRAIN_BYTES = 64
@@ -82,6 +89,8 @@ class TileMap:
     num_tiles: int
     plans: dict = dataclasses.field(default_factory=dict)    # output value id -> plan
     aliases: dict = dataclasses.field(default_factory=dict)  # view value id -> source id
+    # a view of parts of its operands (`ViewMapping`) -> the ids of the values it views
+    views: dict = dataclasses.field(default_factory=dict)
     tiles_per_ipu: int = 0
     target: object = None     # the `Target` mapped onto (its rates choose reduction trees)
     # equation -> its received bytes per tile (`traffic.received_bytes`, asked by the
@@ -92,9 +101,17 @@ class TileMap:
     def plan_of(self, eqn):
         return self.plans.get(eqn.outputs[0].id) if eqn.outputs else None
 
+    def roots(self, value_id):
+        """The ids of the values whose memory `value_id` lives in (itself if it owns any)."""
+        return self.views.get(value_id) or (self.aliases.get(value_id, value_id),)
+
+    def is_view(self, value_id):
+        """Whether the value takes no memory of its own (a view of other values)."""
+        return value_id in self.aliases or value_id in self.views
+
 
 def is_view(eqn):
-    """Whether `eqn`'s output is a view of its first input (no work, same bytes)."""
+    """Whether `eqn`'s output is a view of its whole first input (no work, same bytes)."""
     if len(eqn.inputs) < 1 or len(eqn.outputs) != 1 or get_op(eqn.op).engine:
         return False
     out, src = eqn.outputs[0].type, eqn.inputs[0].type
@@ -117,6 +134,7 @@ class _Planner:
         self.values = {}
         self.plans = {}
         self.aliases = {}
+        self.views = {}
         # Values IPU TensorFlow's allocation finder lays out for the product reading them:
         # the outputs of its allocating instructions (parameters, infeeds, constants), through
         # views and into loop bodies (graphcore/tensorflow@b2127bb, custom_ops/hlo_extensions.cc).
@@ -152,8 +170,9 @@ class _Planner:
             # A body's inputs are the trailing operands (an `if` also takes a predicate).
             operands = eqn.inputs[len(eqn.inputs) - len(sub.inputs):]
             for inner, outer in zip(sub.inputs, operands):
-                self.values[inner.id] = self.values.get(outer.id) or self.linear(outer.type)
-                if outer.id in self.allocated:
+                self.values[inner.id] = self._own(self.values.get(outer.id), outer.type)
+                kept = self.values[inner.id] is self.values.get(outer.id)
+                if outer.id in self.allocated and kept:
                     self.allocated.add(inner.id)
             self.graph(sub, variables)
             self.ipu = min(eqn.shard or 0, len(self.cursors) - 1)
@@ -162,23 +181,50 @@ class _Planner:
         if opdef.role == "constant":
             self.allocated.update(v.id for v in eqn.outputs)
 
+    def _own(self, mapping, type_):
+        """`mapping` for a value with memory of its own: a view's layout is no tensor's,
+        such a value is laid out linearly (as are values without one)."""
+        if mapping is None or isinstance(mapping, ViewMapping):
+            return self.linear(type_)
+        return mapping
+
     def _choose(self, opdef, eqn, i, out):
         if opdef.role == "loop":
-            return self.values.get(eqn.inputs[i].id) or self.linear(out.type)
+            return self._own(self.values.get(eqn.inputs[i].id), out.type)
         if i == 0 and opdef.mapping == "matmul" and len(eqn.inputs) >= 2:
             return self._matmul(eqn, out)
         if i == 0 and opdef.plan == "gather" and eqn.inputs[0].id in self.values:
             return self._gather(eqn, out)
         if is_view(eqn) and eqn.inputs[0].id in self.values:
-            self.aliases[out.id] = self.aliases.get(eqn.inputs[0].id, eqn.inputs[0].id)
-            if eqn.inputs[0].id in self.allocated:
+            source = eqn.inputs[0].id
+            if source in self.views:
+                self.views[out.id] = self.views[source]
+            else:
+                self.aliases[out.id] = self.aliases.get(source, source)
+            if source in self.allocated:
                 self.allocated.add(out.id)
-            return self.values[eqn.inputs[0].id]
+            return self.values[source]
+        groups = view_groups(eqn)
+        if groups is not None and all(v.id in self.values for v in eqn.inputs):
+            return self._view(eqn, out, groups[i])
         if opdef.mapping == "elementwise":
             for v in eqn.inputs:
-                if v.type.shape == out.type.shape and v.id in self.values:
+                if (v.type.shape == out.type.shape and v.id in self.values
+                        and not isinstance(self.values[v.id], ViewMapping)):
                     return self.values[v.id]
         return self.linear(out.type)
+
+    def _view(self, eqn, out, groups):
+        """A view of parts of its operands (`views.py`): their layouts, their sources
+        kept alive."""
+        layout, sources = [], {}
+        for k, *runs in groups:
+            value = eqn.inputs[k]
+            layout.append((value.id, self.values[value.id], value.type.size, *runs))
+            sources.update(dict.fromkeys(self.views.get(value.id) or
+                                         (self.aliases.get(value.id, value.id),)))
+        self.views[out.id] = tuple(sources)
+        return ViewMapping(tuple(layout), out.type.size, self.num_tiles)
 
     def _matmul(self, eqn, out):
         problem = planner.problem_of(eqn)
@@ -253,13 +299,14 @@ def plan_tile_mapping(graph, target, matmul_options=None, conv_options=None):
     planner_.graph(graph, variables)
     _lay_out_updated_variables(graph, planner_, variables)
     return TileMap(planner_.values, variables, target.num_tiles, planner_.plans,
-                   planner_.aliases, target.tiles_per_ipu, target)
+                   planner_.aliases, planner_.views, target.tiles_per_ipu, target)
 
 
 def _lay_out_updated_variables(graph, planner_, variables):
     """Give each variable that a product's result updates (through elementwise steps: a
     weight gradient scaled by the learning rate, an optimizer's slot mixed with it) that
-    result's layout, and so every value that took the variable's layout from reading it.
+    result's layout, and so every value that took the variable's layout from reading it
+    (and every view of such a value, `views.py`).
 
     IPU TensorFlow lays a weight out for the product that reads it (the allocation
     finder), and poplin computes its gradient in that same layout: a fully-connected
@@ -284,7 +331,15 @@ def _lay_out_updated_variables(graph, planner_, variables):
         if old is not new and id(old) not in moved:
             moved[id(old)] = variables[index] = new
     if moved:
-        for key, mapping in planner_.values.items():
+        retired = []    # the views replaced, kept alive so that their ids stay theirs
+        for key, mapping in planner_.values.items():   # sources before their views
+            if isinstance(mapping, ViewMapping) and id(mapping) not in moved and any(
+                    id(layout) in moved for _, layout, *_ in mapping.groups):
+                retired.append(mapping)
+                moved[id(mapping)] = ViewMapping(tuple(
+                    (source, moved.get(id(layout), layout), *runs)
+                    for source, layout, *runs in mapping.groups), mapping.size,
+                    mapping.num_tiles)
             if id(mapping) in moved:
                 planner_.values[key] = moved[id(mapping)]
 

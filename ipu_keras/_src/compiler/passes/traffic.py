@@ -16,6 +16,8 @@ by the op's `exchange` fact (`ops/registry.py`):
   variable's tiles;
 * a reduction ("tree") reduces its input where it lies, then its partials converge on
   the output's tiles through a tree of supersteps (`reduction.py`);
+* a view (a reshape, a static slice, a concatenation: `tile_map.py`) receives nothing:
+  its consumers receive the elements they need from wherever its sources hold them;
 * the engine's own ops (constants, variable reads, feeds, control flow: "none") and
   ops without outputs receive nothing;
 * a planned op (matmul, convolution, gather) receives what its plan says.
@@ -23,6 +25,7 @@ by the op's `exchange` fact (`ops/registry.py`):
 import numpy as np
 
 from ipu_keras._src.compiler.passes import reduction
+from ipu_keras._src.compiler.passes.views import held_elements
 from ipu_keras._src.ops.registry import get_op
 
 PARTIAL_BYTES = reduction.PARTIAL_BYTES
@@ -50,7 +53,7 @@ def _received_bytes(eqn, tile_map):
     if exchange == "variable":
         var = tile_map.variables[eqn.params["var"]]
         return _needed(eqn.inputs[0], var, eqn.inputs[0].type.size, tile_map)
-    if eqn.outputs[0].id in tile_map.aliases:
+    if tile_map.is_view(eqn.outputs[0].id):
         return np.zeros(n, np.int64)
     if exchange == "rows":
         return _rows_needed(eqn, tile_map)
@@ -81,8 +84,7 @@ def missing_bytes(value, lo, hi, tile_map):
     source = tile_map.values.get(value.id)
     if source is None:
         return wanted * value.type.itemsize
-    slo, shi = source.bounds(value.type.size, n)
-    local = np.maximum(0, np.minimum(hi, shi) - np.maximum(lo, slo))
+    local = held_elements(source, value.type.size, lo, hi, n)
     return (wanted - local) * value.type.itemsize
 
 
