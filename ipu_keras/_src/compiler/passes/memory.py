@@ -137,7 +137,6 @@ class _Liveness:
         for v in graph.outputs:
             last_use.update(dict.fromkeys(self.roots(v), len(graph.equations)))
         owned = {v.id: self.bytes_of(v) for v in graph.inputs}
-        inputs = set(owned)
         live = sum(owned.values(), np.zeros(self.n, np.int64))
         peak = live.copy()
         for i, eqn in enumerate(graph.equations):
@@ -145,7 +144,7 @@ class _Liveness:
                 for v in eqn.outputs:
                     if self.map.is_view(v.id):
                         continue
-                    reused = self._in_place(eqn, v, owned, last_use, i, inputs)
+                    reused = self._in_place(eqn, v, owned, last_use, i)
                     if reused is not None:
                         owned[v.id] = owned.pop(reused)
                         continue
@@ -165,18 +164,20 @@ class _Liveness:
         return peak
 
 
-    def _in_place(self, eqn, out, owned, last_use, i, inputs):
+    def _in_place(self, eqn, out, owned, last_use, i):
         """The operand whose buffer elementwise `eqn` writes `out` into, or None: one of
-        `out`'s type and tile mapping, computed by an earlier step of this graph (not one
-        of its inputs, which the caller still holds), that this step reads last (IPU
-        TensorFlow's `InplaceFinder` makes such an op in place, graphcore/tensorflow
-        @b2127bb, tensorflow/compiler/plugin/poplar/driver/passes/inplace_finder.cc)."""
+        `out`'s type and tile mapping, not a view of several values, that this step reads
+        last (IPU TensorFlow's `InplaceFinder` makes such an op in place,
+        graphcore/tensorflow@b2127bb, tensorflow/compiler/plugin/poplar/driver/passes/
+        inplace_finder.cc; a graph's inputs are buffers of its own, a program's streamed
+        in, a body's copied in, and are written in place as any other, as a variable's
+        update is)."""
         if get_op(eqn.op).mapping != "elementwise":
             return None
         mapping = self.map.values.get(out.id)
         for v in eqn.inputs:
             (root, *more) = self.roots(v)
-            if (not more and v.type == out.type and root in owned and root not in inputs
+            if (not more and v.type == out.type and root in owned
                     and last_use.get(root) == i and self.map.values.get(v.id) == mapping):
                 return root
         return None
