@@ -18,7 +18,10 @@ compute, from the target only:
 
 * temporary memory per tile: operand copies + partials (+ received partials when k
   is split; the two phases do not overlap, so it is the larger of the two), plus the
-  copies of operands that poplin rearranges (`Problem.rearranged`); only the tiles
+  copies of operands that poplin rearranges (`_copied`: always those
+  `Problem.rearranged` names, and an operand the plan broadcasts to more than
+  `MAX_BROADCAST_DESTINATIONS` tiles unless it was created in the plan's layout,
+  `Problem.allocated`); only the tiles
   that own output elements receive partials, so the others are charged less
   (`Plan.tile_temp_bytes`);
 * cycles: exchange of the operand blocks at `exchange_bytes_per_cycle`; per serial
