@@ -237,8 +237,13 @@ fig.suptitle("ResNeXt on a 16-tile IPU Model")
 fig.tight_layout()
 plt.show()
 
-# As the proportion falls, memory falls (never rises) and the cycles rise (never fall).
-assert all(a >= b for a, b in zip(memory, memory[1:])) and memory[-1] < memory[0]
+# As the proportion falls, the cycles rise (never fall) and memory falls, until some
+# convolutions have no plan within the budget (from 0.04 the planner warns, as Poplar
+# does, and takes their least-memory plans): memory then stops falling, and may even
+# grow by a few bytes of vertex state when such a plan spreads over more tiles.
+fitting = proportions.index(0.06) + 1
+assert all(a >= b for a, b in zip(memory[:fitting], memory[1:fitting]))
+assert max(memory[fitting:]) < 1.01 * memory[fitting - 1] < memory[0]
 assert all(a <= b for a, b in zip(cycles, cycles[1:])) and cycles[-1] > cycles[0]
 
 # %% [markdown]
