@@ -204,15 +204,17 @@ def amp_vertex_cycles(field, depth, cols, dtype, target, conv_groups=1,
 
 NX1 = {"overhead": 109, "retention": 9, "zeroing": {"float": 9, "half": 10},
        "group": 16, "in_group": 14, "out_group": 14, "zero_out_group": 17, "row": 14,
-       "position": 12, "filter_rows": {4: 60, 2: 46, 1: 15}, "start": 17, "entry": 3,
+       "position": 12, "filter_rows": {4: 60, 2: 46, 1: 15}, "filter_row": 20,
+       "load_end": 3, "stall": 6, "start": 17, "entry": 3,
        "runs": {"float16": (17, 29, 33, 34), "float32": (17, 33, 44, 45)}}
-"""Published (PL `lib/poplin/PerformanceEstimation.hpp`, the `ConvPartialnx1` estimate,
-half and float): the supervisor's fixed cycles, the workers' retained state and partials
-zeroing (per worker), the loops over conv groups, input and output channel groups and
-the kernel's rows and positions, the extra weight-load cycles by filter height (a
-height of 4 loads with 64-bit loads only, halving the load rate), and a worker's cycles
-per run of 0, 1, 2 and 3 output positions (each further position costs
-`AMP_PASS_CYCLES`)."""
+"""Published (graphcore/poplibs@7eac0f2, lib/poplin/PerformanceEstimation.hpp, the
+`ConvPartialnx1` estimate, half and float): the supervisor's fixed cycles, the workers'
+retained state and partials zeroing (per worker), the loops over conv groups, input and
+output channel groups and the kernel's rows and positions, the extra weight-load cycles
+by filter height (`filter_row` a row past the listed heights; a height of 4 loads with
+64-bit loads only, halving the load rate) and the load's end, the 6-cycle stall of each
+supervisor loop's branch but the last, and a worker's cycles per run of 0, 1, 2 and 3
+output positions (each further position costs `AMP_PASS_CYCLES`)."""
 
 
 def nx1_vertex_cycles(per_worker, out_groups, key, target, conv_groups, partials_type,
@@ -228,13 +230,15 @@ def nx1_vertex_cycles(per_worker, out_groups, key, target, conv_groups, partials
     worker = NX1["start"] + half_partials + NX1["entry"] + run - NX1["retention"]
     if filter_height == 4 and AMP_COEFF_LOAD_BYTES_PER_CYCLE > 8:
         loads = loads * 2
-    load = loads + NX1["filter_rows"].get(filter_height, 20 * filter_height) + 3
+    load = (loads + NX1["filter_rows"].get(filter_height, NX1["filter_row"] * filter_height)
+            + NX1["load_end"])
     inner = (kernel_rows * (NX1["row"] + kernel_cols * (NX1["position"] + load))
              + kernel_rows * kernel_cols * workers * worker)
     zeroing = NX1["zeroing"]["half" if half_partials else "float"]
+    stall = NX1["stall"]
     return (NX1["overhead"] + workers * (NX1["retention"] + zeroing)
-            + conv_groups * (out_groups * NX1["zero_out_group"] + (out_groups - 1) * 6 + 1)
-            + (conv_groups - 1) * 6 + 1
+            + conv_groups * (out_groups * NX1["zero_out_group"] + (out_groups - 1) * stall + 1)
+            + (conv_groups - 1) * stall + 1
             + conv_groups * (NX1["group"] + in_groups * (
                 NX1["in_group"] + out_groups * (NX1["out_group"] + inner))))
 
