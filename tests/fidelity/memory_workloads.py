@@ -10,6 +10,8 @@ outside the traced function, as TensorFlow requires, and read by it.
 """
 import numpy as np
 
+from tests.fidelity import mnist_cnn
+
 MK2_TILES = 1472
 
 
@@ -202,12 +204,7 @@ def mnist_cnn_training(batch=64):
     y = np.eye(10, dtype=np.float32)[np.zeros(batch, int)]
     with ipu.ipu_strategy.IPUStrategy().scope():
         keras.utils.set_random_seed(1)
-        model = keras.Sequential([
-            keras.Input((28, 28, 1)),
-            keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(2),
-            keras.layers.Conv2D(64, 3, activation="relu"), keras.layers.MaxPooling2D(2),
-            keras.layers.Flatten(), keras.layers.Dropout(0.5),
-            keras.layers.Dense(10, activation="softmax")])
+        model = mnist_cnn(keras)
         model.compile("sgd", "categorical_crossentropy", steps_per_execution=1)
         try:
             model.fit(x, y, batch_size=batch, epochs=1, verbose=0)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.fidelity import case_params
+from tests.fidelity import case_params, mnist_cnn
 
 MK2_CLOCK_HZ = 1.33e9
 CLOSE = (0.75, 1.25)
@@ -163,19 +163,6 @@ def elementwise_add_one_tile(n=12000):
     return profiling.last_report().cycles["compute"]
 
 
-def _mnist_cnn(keras):
-    return keras.Sequential([
-        keras.Input((28, 28, 1)),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.MaxPooling2D(2),
-        keras.layers.Conv2D(64, 3, activation="relu"),
-        keras.layers.MaxPooling2D(2),
-        keras.layers.Flatten(),
-        keras.layers.Dropout(0.5),
-        keras.layers.Dense(10, activation="softmax"),
-    ])
-
-
 def _mnist_cnn_pipelined(keras, ipu):
     """The tutorial's pipelined model: conv-pool-conv | pool-flatten-dropout-dense."""
     inputs = keras.Input((28, 28, 1))
@@ -211,7 +198,7 @@ def mnist_cnn_training_step(replicas=1, steps=8, batch=64, pipelined=False):
     y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, n)]
     with ipu.ipu_strategy.IPUStrategy().scope():
         keras.utils.set_random_seed(1)
-        model = _mnist_cnn_pipelined(keras, ipu) if pipelined else _mnist_cnn(keras)
+        model = _mnist_cnn_pipelined(keras, ipu) if pipelined else mnist_cnn(keras)
         model.compile("sgd", "categorical_crossentropy", metrics=["accuracy"],
                       steps_per_execution=steps)
         model.fit(x, y, batch_size=batch, epochs=1, verbose=0)

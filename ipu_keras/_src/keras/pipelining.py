@@ -32,7 +32,7 @@ from ipu_keras._src.keras import pipeline_stage as ps
 
 _OPTIONS_ATTR = "_ipu_pipelining"
 _ASSIGNMENT_ATTR = "_ipu_pipeline_assignment"
-SCHEDULES = ("Grouped", "Interleaved", "Sequential")
+SCHEDULES = placement.SCHEDULES
 _EXPLICIT = {"gradient_accumulation_count": "gradient_accumulation_steps_per_replica",
              "device_mapping": "device_mapping", "accumulate_outfeed": "accumulate_outfeed"}
 _AUTOMATIC = ("computational_stages", "repeat_count", "inputs", "infeed_queue",
@@ -66,33 +66,34 @@ def options(model):
 
 def schedule_name(schedule):
     """The name of a `PipelineSchedule` member, its int value or its name."""
-    if schedule is None:
-        return "Grouped"
-    name = getattr(schedule, "name", schedule)
-    if isinstance(name, int) and not isinstance(name, bool) and 0 <= name < len(SCHEDULES):
-        return SCHEDULES[name]
-    for known in SCHEDULES:
-        if isinstance(name, str) and name.lower() == known.lower():
-            return known
-    raise ValueError(f"set_pipelining_options expected `pipeline_schedule` to be a "
-                     f"PipelineSchedule ({', '.join(SCHEDULES)}). Received: "
-                     f"pipeline_schedule={schedule!r}.")
+    return _member_name(schedule, SCHEDULES, "pipeline_schedule", "PipelineSchedule",
+                        "set_pipelining_options expected")
 
 
 def recomputation_name(mode):
     """The name of a `RecomputationMode` given as a member, its value or its name (None:
     Auto)."""
-    names = placement.RECOMPUTATION_MODES
-    if mode is None:
+    return _member_name(mode, placement.RECOMPUTATION_MODES, "recomputation_mode",
+                        "RecomputationMode", "Expected")
+
+
+def _member_name(given, names, option, enum_name, expected):
+    """The one of `names` that `given` is: an enum member, its value (an index into
+    `names`) or its name in any case; None is the first.
+
+    Raises:
+        ValueError: naming `option`, if `given` is none of them.
+    """
+    if given is None:
         return names[0]
-    value = getattr(mode, "value", mode)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
-        return names[value]
+    name = getattr(given, "name", given)
+    if isinstance(name, int) and not isinstance(name, bool) and 0 <= name < len(names):
+        return names[name]
     for known in names:
-        if isinstance(value, str) and value.lower() == known.lower():
+        if isinstance(name, str) and name.lower() == known.lower():
             return known
-    raise ValueError(f"Expected `recomputation_mode` to be a RecomputationMode "
-                     f"({', '.join(names)}). Received: recomputation_mode={mode!r}.")
+    raise ValueError(f"{expected} `{option}` to be a {enum_name} ({', '.join(names)}). "
+                     f"Received: {option}={given!r}.")
 
 
 def set_pipelining_options(model, gradient_accumulation_steps_per_replica=None,

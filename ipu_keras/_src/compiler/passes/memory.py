@@ -117,9 +117,6 @@ class _Liveness:
             return np.zeros(self.n, np.int64)
         return mapping.elements(value.type.size, self.n) * value.type.itemsize
 
-    def roots(self, value):
-        return self.map.roots(value.id)
-
     def step_temporaries(self, eqn):
         """Bytes a step needs only while it runs: plan temporaries or exchanged operands."""
         plan = self.map.plan_of(eqn)
@@ -133,9 +130,9 @@ class _Liveness:
         last_use = {}
         for i, eqn in enumerate(graph.equations):
             for v in eqn.inputs:
-                last_use.update(dict.fromkeys(self.roots(v), i))
+                last_use.update(dict.fromkeys(self.map.roots(v.id), i))
         for v in graph.outputs:
-            last_use.update(dict.fromkeys(self.roots(v), len(graph.equations)))
+            last_use.update(dict.fromkeys(self.map.roots(v.id), len(graph.equations)))
         owned = {v.id: self.bytes_of(v) for v in graph.inputs}
         live = sum(owned.values(), np.zeros(self.n, np.int64))
         peak = live.copy()
@@ -158,7 +155,7 @@ class _Liveness:
             if trace is not None:
                 trace.append(int(during.sum()))
             for v in eqn.inputs + eqn.outputs:
-                for r in self.roots(v):
+                for r in self.map.roots(v.id):
                     if last_use.get(r, -1) <= i and r in owned:
                         live = live - owned.pop(r)
         return peak
@@ -176,7 +173,7 @@ class _Liveness:
             return None
         mapping = self.map.values.get(out.id)
         for v in eqn.inputs:
-            (root, *more) = self.roots(v)
+            (root, *more) = self.map.roots(v.id)
             if (not more and v.type == out.type and root in owned
                     and last_use.get(root) == i and self.map.values.get(v.id) == mapping):
                 return root

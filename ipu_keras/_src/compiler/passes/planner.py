@@ -333,15 +333,15 @@ def _copied(problem, c):
     tiles, A to each block of output columns, B to each block of output rows, unless it
     was created in the plan's layout (`problem.allocated`: IPU TensorFlow's allocation
     finder lays out a variable or a program input read by the product for it)."""
-    always = {x: np.full(c.used.shape, x in problem.rearranged) for x in ("a", "b", "out")}
+    copied = {x: np.full(c.used.shape, x in problem.rearranged) for x in ("a", "b", "out")}
     rows = problem.m if problem.grouped_cols or problem.b_grouped else (
         problem.groups * problem.m)
     sent = {"a": _ceil(problem.n, np.minimum(c.cols, problem.n)),
             "b": _ceil(rows, np.minimum(c.rows, rows))}
     for x, dests in sent.items():
         if x not in problem.allocated:
-            always[x] = always[x] | (dests > MAX_BROADCAST_DESTINATIONS)
-    return always
+            copied[x] = copied[x] | (dests > MAX_BROADCAST_DESTINATIONS)
+    return copied
 
 
 def _rearrangements(problem, c, target):

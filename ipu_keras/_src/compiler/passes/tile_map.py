@@ -103,11 +103,15 @@ class TileMap:
 
     def roots(self, value_id):
         """The ids of the values whose memory `value_id` lives in (itself if it owns any)."""
-        return self.views.get(value_id) or (self.aliases.get(value_id, value_id),)
+        return _roots(self.views, self.aliases, value_id)
 
     def is_view(self, value_id):
         """Whether the value takes no memory of its own (a view of other values)."""
         return value_id in self.aliases or value_id in self.views
+
+
+def _roots(views, aliases, value_id):
+    return views.get(value_id) or (aliases.get(value_id, value_id),)
 
 
 def is_view(eqn):
@@ -221,8 +225,7 @@ class _Planner:
         for k, *runs in groups:
             value = eqn.inputs[k]
             layout.append((value.id, self.values[value.id], value.type.size, *runs))
-            sources.update(dict.fromkeys(self.views.get(value.id) or
-                                         (self.aliases.get(value.id, value.id),)))
+            sources.update(dict.fromkeys(_roots(self.views, self.aliases, value.id)))
         self.views[out.id] = tuple(sources)
         return ViewMapping(tuple(layout), out.type.size, self.num_tiles)
 
