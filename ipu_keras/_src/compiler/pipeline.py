@@ -27,6 +27,7 @@ from ipu_keras._src.compiler.passes.pipeline import plan_pipelines
 from ipu_keras._src.compiler.passes.planner import PlanOptions
 from ipu_keras._src.compiler.passes.recompute import recompute
 from ipu_keras._src.compiler.passes.shard import check_device, num_shards, shard
+from ipu_keras._src.compiler.passes.slice_apply import apply_slices
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras._src.ir.verify import verify as _verify_ir
 from ipu_keras._src.ops.registry import get_op
@@ -38,6 +39,7 @@ GRAPH_PASSES = (
     ("verify", verify),
     ("inline", inline_calls),
     ("constant-fold", fold_constants),
+    ("slice-apply", apply_slices),
     ("dead-code", eliminate_dead_code),
     ("shard", shard),
     ("recompute", recompute),

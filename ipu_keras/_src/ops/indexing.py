@@ -2,7 +2,8 @@
 
 IR ops: `strided_slice` (static per-axis start, size and stride: TensorFlow's masks are
 resolved at import time by `strided_slice_spec`), `strided_slice_grad` (the slice
-scattered into zeros), `gather`, `gather_nd`, `scatter_nd` (update or add into a
+scattered into zeros), `slice_apply` (a binary op of a slice and an update, written into
+the slice: the compiler makes it), `gather`, `gather_nd`, `scatter_nd` (update or add into a
 tensor), `segment_sum` and `one_hot`. Index operands stay dynamic; index values
 outside the indexed dimension raise `IndexOutOfRangeError` (an `IndexError`), as
 TensorFlow on the CPU rejects them.
@@ -16,7 +17,7 @@ from ipu_keras.errors import IndexOutOfRangeError, UnsupportedOpError
 from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops._common import per_output_element
 from ipu_keras._src.ops.array import broadcast_to, ints, reshape
-from ipu_keras._src.ops.registry import MAX_VIEW_GROUPS, Work, register_op, tf_import
+from ipu_keras._src.ops.registry import MAX_VIEW_GROUPS, Work, get_op, register_op, tf_import
 
 TF_TYPES = (
     "Slice", "StridedSlice", "StridedSliceGrad", "GatherV2", "ResourceGather", "GatherNd",
@@ -24,8 +25,8 @@ TF_TYPES = (
     "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterUpdate",
 )
 
-IR_OPS = ("strided_slice", "strided_slice_grad", "gather", "gather_nd", "scatter_nd",
-          "segment_sum", "one_hot")
+IR_OPS = ("strided_slice", "strided_slice_grad", "slice_apply", "gather", "gather_nd",
+          "scatter_nd", "segment_sum", "one_hot")
 SCATTER_MODES = ("update", "add")
 
 _copy_cost = per_output_element("copy")
@@ -116,6 +117,52 @@ def _strided_slice_grad(dy, *, shape, begin, sizes, strides):
 register_op("strided_slice_grad", shape=_slice_grad_shape, kernel=_strided_slice_grad,
             cost=_copy_cost, mapping="linear",
             tile_rule="probe", tile_moves=(0,))
+
+
+def _slice_apply_shape(in_types, *, binary, axis, start, params):
+    base, update = in_types
+    fits = (base.rank == update.rank and base.dtype == update.dtype
+            and 0 <= start <= base.shape[axis] - update.shape[axis]
+            and all(a == b for d, (a, b) in enumerate(zip(base.shape, update.shape))
+                    if d != axis))
+    if not fits:
+        raise ValueError(f"Cannot apply '{binary}' of {update} at {start} of axis {axis} of "
+                         f"{base}: expected equal dtypes, equal sizes off that axis and "
+                         f"a slice inside it. Received: {update}")
+    return [base]
+
+
+def _slice_apply(base, update, *, binary, axis, start, params):
+    where = (slice(None),) * axis + (slice(start, start + update.shape[axis]),)
+    out = base.copy()
+    result = get_op(binary).kernel(base[where], update, **params)
+    out[where] = result[0] if isinstance(result, tuple) else result
+    return out
+
+
+def _slice_apply_cost(in_types, out_types, *, binary, axis, start, params):
+    update = in_types[1]
+    return get_op(binary).cost([update, update], [update], **params)
+
+
+def _slice_apply_region(in_types, out_types, *, binary, axis, start, params):
+    """The update's elements are the output's slice from `start` on `axis`: for each
+    index of the axes before it, one run of the update's block (`_concat_view`'s
+    groups, from one operand)."""
+    base, update = in_types
+    outer = math.prod(base.shape[:axis])
+    block = update.size // outer if outer else 0
+    pitch = math.prod(base.shape[axis + 1:])
+    return ((1, 0, block, block, outer, start * pitch, base.size // outer if outer else 0),)
+
+
+# `binary` (the name of a binary elementwise op, with its `params`) of operand 0's slice
+# from `start` on `axis` and operand 1, written into that slice of operand 0, the rest of
+# which passes through: IPU TensorFlow's SliceApply, which its SliceOptimizer makes of a
+# binary in-place op whose second operand is a concatenation
+# (`compiler/passes/slice_apply.py`). No TensorFlow op imports to it.
+register_op("slice_apply", shape=_slice_apply_shape, kernel=_slice_apply,
+            cost=_slice_apply_cost, mapping="elementwise", region=_slice_apply_region)
 
 
 def _dense_spec(rank, begin, end, strides, masks):

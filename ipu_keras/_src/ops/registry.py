@@ -60,6 +60,12 @@ op it owns:
     equation copies. Default None: never a view. The tile map then leaves the elements
     on their operands' tiles, and the memory plan gives the outputs no bytes of their
     own (`compiler/passes/views.py`);
+  - `region`: `(in_types, out_types, **params) -> groups`, for an op that computes only
+    part of its output, the rest being operand 0's elements where they are (written in
+    place: IPU TensorFlow's SliceApply): the runs of the operand that supply the
+    computed elements, as `view` groups. The exchange brings those runs to the tiles
+    holding their output positions, and the work is spread as they are. Default None: the
+    op computes its whole output;
   - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
     recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
     "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,
@@ -131,6 +137,7 @@ class OpDef:
     recompute: str = "again"
     chain: str = None
     view: object = None
+    region: object = None
 
     def tile_rule_for(self, params):
         """The strict tile rule of one equation of this op (see `tile_rule`)."""
@@ -158,7 +165,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
                 rowwise=False, role="compute", tile_rule="fallback", tile_moves=None,
                 tile_fill=None, tile_index=None, tile_axes=None, plan=None, problem=None,
                 exchange=None, reduced_axes=axes_of_params, recompute="again", chain=None,
-                view=None):
+                view=None, region=None):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -177,14 +184,15 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     _check_fact(name, "chain", chain, CHAINS + (None,))
     if not callable(tile_rule):
         _check_fact(name, "tile_rule", tile_rule, TILE_RULES)
-    if view is not None and not callable(view):
-        raise ValueError(f"Op '{name}' has a `view` that is not a callable: {view!r}.")
+    for fact, rule in (("view", view), ("region", region)):
+        if rule is not None and not callable(rule):
+            raise ValueError(f"Op '{name}' has a `{fact}` that is not a callable: {rule!r}.")
     if tile_rule == "probe" and tile_moves is None:
         raise ValueError(f"Op '{name}' has the probe tile rule but no `tile_moves`.")
     module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise,
                        role, tile_rule, tile_moves, tile_fill, tile_index, tile_axes, plan,
-                       problem, exchange, reduced_axes, recompute, chain, view)
+                       problem, exchange, reduced_axes, recompute, chain, view, region)
     return _OPS[name]
 
 

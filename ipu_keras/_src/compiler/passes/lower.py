@@ -41,7 +41,7 @@ from ipu_keras._src.device import cost as cost_model
 from ipu_keras._src.device.steps import (
     Block, Call, Collective, Exec, If, Infeed, Outfeed, ProfileRow, Read, Source, StepTraffic,
     TileFacts, TileMapping, TileView, While, Write, cycles_of)
-from ipu_keras._src.compiler.passes.views import ViewMapping
+from ipu_keras._src.compiler.passes.views import ViewMapping, region_groups
 
 _CONTROL = ("loop", "branch")
 """Roles (`ops/registry.py`) of the control-flow ops: their sub-blocks do the work."""
@@ -301,6 +301,13 @@ class _Lowering:
         # per example, an RNN's final state) lives on few tiles and must not make them
         # look as if they did all the work.
         v, m = max(anchors, key=lambda a: a[0].type.size)
+        groups = region_groups(eqn)
+        if groups is not None:
+            # Only the tiles holding the region compute, each its part of it.
+            region = traffic.region_elements(eqn, groups, self.map)
+            units = math.ceil(int(region.max(initial=0)) * work.amount
+                              / max(1, int(region.sum())))
+            return cost_model.compute_cycles(work.kind, units, dtype, target), m, work
         if work.steps == 1:
             units = math.ceil(int(m.elements(v.type.size, n).max(initial=0)) * work.amount
                               / v.type.size)

@@ -16,6 +16,9 @@ by the op's `exchange` fact (`ops/registry.py`):
   variable's tiles;
 * a reduction ("tree") reduces its input where it lies, then its partials converge on
   the output's tiles through a tree of supersteps (`reduction.py`);
+* an op that computes a region of its output, the rest in place (a `region` fact: a
+  slice apply), receives the elements of the operands that make the region, each on
+  the tile that holds its output position, less those already there;
 * a view (a reshape, a static slice, a concatenation: `tile_map.py`) receives nothing:
   its consumers receive the elements they need from wherever its sources hold them;
 * the engine's own ops (constants, variable reads, feeds, control flow: "none") and
@@ -25,7 +28,8 @@ by the op's `exchange` fact (`ops/registry.py`):
 import numpy as np
 
 from ipu_keras._src.compiler.passes import reduction
-from ipu_keras._src.compiler.passes.views import held_elements
+from ipu_keras._src.compiler.passes.views import (ViewMapping, held_elements, placements,
+                                                   region_groups)
 from ipu_keras._src.ops.registry import get_op
 
 PARTIAL_BYTES = reduction.PARTIAL_BYTES
@@ -57,6 +61,9 @@ def _received_bytes(eqn, tile_map):
         return np.zeros(n, np.int64)
     if exchange == "rows":
         return _rows_needed(eqn, tile_map)
+    groups = region_groups(eqn)
+    if groups is not None:
+        return _region_needed(eqn, groups, tile_map)
     if exchange == "tree":
         stages, info = reduction_tree(eqn, tile_map)
         return reduction.received_per_tile(stages, info[1], info[2], info[0], n)
@@ -86,6 +93,36 @@ def missing_bytes(value, lo, hi, tile_map):
         return wanted * value.type.itemsize
     local = held_elements(source, value.type.size, lo, hi, n)
     return (wanted - local) * value.type.itemsize
+
+
+def region_placements(eqn, groups, tile_map):
+    """(operand, where its region elements must be: a `ViewMapping`) of an op with a
+    `region` fact (`views.placements`)."""
+    out = eqn.outputs[0]
+    placed = placements(groups, out.id, tile_map.values[out.id], out.type.size,
+                        tile_map.num_tiles)
+    return [(eqn.inputs[k], layout) for k, layout in sorted(placed.items())]
+
+
+def region_elements(eqn, groups, tile_map):
+    """Elements of its output's region each tile computes (an op with a `region`)."""
+    return sum(layout.elements() for _, layout in region_placements(eqn, groups, tile_map))
+
+
+def _region_needed(eqn, groups, tile_map):
+    """Bytes of the region's operand elements each tile lacks where its outputs are."""
+    n = tile_map.num_tiles
+    total = np.zeros(n, np.int64)
+    for value, layout in region_placements(eqn, groups, tile_map):
+        starts, ends, tiles = layout.table
+        source = tile_map.values.get(value.id)
+        local = np.zeros(n, np.int64)    # (none counted for an operand that is a view)
+        if source is not None and not isinstance(source, ViewMapping):
+            lo, hi = source.bounds(value.type.size, n)
+            overlap = np.maximum(0, np.minimum(ends, hi[tiles]) - np.maximum(starts, lo[tiles]))
+            local = np.bincount(tiles, weights=overlap, minlength=n).astype(np.int64)
+        total += (layout.elements() - local) * value.type.itemsize
+    return total
 
 
 def _row_length(type_, rows):

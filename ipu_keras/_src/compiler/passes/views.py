@@ -33,6 +33,28 @@ def view_groups(eqn):
                       **eqn.params)
 
 
+def region_groups(eqn):
+    """The groups of operand runs that make the part of its output `eqn` computes (the
+    op's `region` fact), or None if it computes the whole output."""
+    opdef = get_op(eqn.op)
+    if opdef.region is None:
+        return None
+    return opdef.region([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
+                        **eqn.params)
+
+
+def placements(groups, out_id, out_layout, out_size, num_tiles):
+    """Per operand `k` that `groups` name (`region_groups`), where its elements must be:
+    a `ViewMapping` of operand `k`'s elements, each on the tile that holds its output
+    position in `out_layout` (the groups' runs turned around)."""
+    by_operand = {}
+    for k, first, pitch, length, count, at, step in groups:
+        by_operand.setdefault(k, []).append(
+            (out_id, out_layout, out_size, at, step, length, count, first, pitch))
+    return {k: ViewMapping(tuple(runs), sum(r[5] * r[6] for r in runs), num_tiles)
+            for k, runs in by_operand.items()}
+
+
 def chunk_table(mapping, size, num_tiles):
     """The pieces of a `Mapping` of `size` elements: (starts, ends, tiles), its chunks."""
     chunks = np.arange(-(-size // mapping.per_tile)) if size else np.zeros(0, np.int64)
