@@ -254,19 +254,22 @@ def test_an_operand_broadcast_to_more_than_7_tiles_is_copied_once_unless_allocat
 
 def test_the_tile_map_marks_inputs_and_constants_allocated():
     """A product reading a graph input and a constant copies neither into its layout; the
-    same product reading a computed value (relu's) pays the copy of what it broadcasts."""
+    same product reading a computed value (relu's) pays the copy of what it broadcasts
+    (the weights: the forward product is planned swapped, `planner.orient_matmul`, and
+    sends them to each of its 29 blocks of rows)."""
     def plan(computed):
         b = Builder()
         x = new_input((900, 600), "float32")
         w = b.const(np.ones((600, 300), np.float32))
-        y = b.emit("matmul", [b.emit("relu", [x]) if computed else x, w])
+        y = b.emit("matmul", [x, b.emit("relu", [w]) if computed else w])
         return plan_tile_mapping(b.graph([x], [y]), get_target("ipu2")).plans[y.id]
 
     direct, computed = plan(False), plan(True)
-    # The computed operand's plan pays the copy, or a plan that broadcasts A to at most
-    # 7 column blocks, slower than the direct product's best.
+    # The computed operand's plan pays the copy, or takes a plan that broadcasts it to at
+    # most 7 blocks, slower than the direct product's best.
     assert computed.cycles > direct.cycles
-    assert computed.block != direct.block
+    assert (computed.block != direct.block
+            or computed.receive_bytes > direct.receive_bytes)
 
 
 def test_a_k_split_wider_than_the_output_holds_no_padded_partials():
@@ -332,3 +335,39 @@ def test_only_the_tiles_that_own_output_are_charged_the_partials_they_receive():
     tile_map = plan_tile_mapping(graph, target)
     step = memory._Liveness(tile_map).step_temporaries(graph.equations[-1])
     assert step.sum() == 32 * plan.temp_bytes + (plan.tiles - 32) * idle
+
+
+def test_a_forward_matmul_takes_the_orientation_poplin_would():
+    """poplin tries a matmul with its operands swapped first and charges the other
+    orientation the rearrangement of its operands and output (`planner.orient_matmul`)."""
+    target = get_target("ipu2")
+    two_rows = Problem(1, 2, 50176, 32, "float16", 2, allocated=("a", "b"))
+    turned = planner.orient_matmul(two_rows, PlanOptions(), target)
+    assert (turned.m, turned.n, turned.allocated) == (32, 2, ("b", "a"))
+    # The two rows become output channels padded to a whole group: more partials.
+    assert (sum(choose_plan(turned, PlanOptions(), target).tile_temp_bytes())
+            > sum(choose_plan(two_rows, PlanOptions(), target).tile_temp_bytes()))
+    # A tie (a row and a column of the same sizes) goes to the swapped one.
+    assert planner.orient_matmul(Problem(1, 1, 64, 1, "float32", 4), PlanOptions(),
+                                 target).inputs == ("b", "a")
+    # On one tile, (16 x 256) @ (256 x 2048) swapped is slower than unswapped with the
+    # rearrangements charged: it keeps its orientation.
+    wide = Problem(1, 16, 256, 2048, "float16", 2)
+    one_tile = small_target(1)
+    assert planner.orient_matmul(wide, PlanOptions(), one_tile) is wide
+    charged = dataclasses.replace(wide, rearranged=("a", "b", "out"))
+    assert (choose_plan(charged, PlanOptions(), one_tile).cycles
+            < choose_plan(planner.swapped(wide), PlanOptions(), one_tile).cycles)
+
+
+def test_backward_matmuls_keep_their_orientation():
+    b = Builder()
+    x, dy = new_input((2, 64), "float32"), new_input((2, 8), "float32")
+    w = b.emit("read_var", [], var=0, type=TensorType((64, 8), "float32"))
+    y = b.emit("matmul", [x, w])
+    grad = b.emit("matmul", [x, dy], transpose_a=True)
+    graph = b.graph([x, dy], [y, grad], variables=[VariableSpec("w", TensorType((64, 8),
+                                                                                "float32"))])
+    tile_map = plan_tile_mapping(graph, get_target("ipu2"))
+    forward, backward = (tile_map.plan_of(e) for e in graph.equations[1:])
+    assert forward is not None and backward is not None

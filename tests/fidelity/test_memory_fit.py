@@ -140,8 +140,9 @@ CASES = [
     (MemoryCase(
         "tut4 two fp32 matmuls, total (IPUModel)", TUT4 + "/screenshots/PopVision_GA_memory.png "
         "('Memory Excluding Gaps 59,894,241 B'; Poplar 2.0.0, Mk2 IPU Model, no code)",
-        "All tiles' memory of tut4's program. Ours is about 0.87 (busiest tile 36 KB "
-        "against about 41.7 kB read off the plot). It was 1.76x when our plans cut the "
+        "All tiles' memory of tut4's program. Ours is about 0.80 (busiest tile 33 KB "
+        "against about 41.7 kB read off the plot; 0.87 before the products were planned "
+        "with their operands swapped, as poplin orients them). It was 1.76x when our plans cut the "
         "outputs in flat chunks of whole rows and split k up to 46 ways, each tile "
         "holding float partials of its whole chunk; the planner's 2-d blocks, as "
         "poplin's, hold far fewer.",
@@ -195,6 +196,18 @@ CASES = [
         published=7_738_391),
      lambda: work.three_dense_layers(1, train=True)),
     (MemoryCase(
+        "3 fp16 dense layers, inference, batch 2 (IPUModel)",
+        SIZE + "/matmul_size_test.py (MatMulSizeTest.testInference)",
+        "float16 x[2, 50176] through dense 32, 64, 64 (bias, relu) and softmax "
+        "cross-entropy: 12,181,182 bytes over the tiles (IPU Model of 1472 tiles, code not "
+        "compiled). Ours about 0.96, the peak the first layer: poplin plans a matmul with "
+        "its operands swapped unless the other way is faster even with its input, weights "
+        "and output rearranged (planner.py, `orient_matmul`), so the batch of 2 becomes "
+        "output channels, padded to the AMP's channel groups in the partials. Ours was 0.69 "
+        "with the batch as the field: 3.2 MB fewer partials.",
+        published=12_181_182),
+     lambda: work.three_dense_layers(2, train=False)),
+    (MemoryCase(
         "serialized fp16 matmul, 6 outlined slices (IPUModel)",
         SIZE + "/matmul_size_test.py (MatMulSizeTest.testSerializedMatmul)",
         SERIALIZED + " All tiles: 126,942,643 bytes.", published=126_942_643),
@@ -210,36 +223,18 @@ CASES = [
 
 OPEN_CASES = [
     (MemoryCase(
-        "3 fp16 dense layers, inference, batch 2 (IPUModel)",
-        SIZE + "/matmul_size_test.py (MatMulSizeTest.testInference)",
-        "float16 x[2, 50176] through dense 32, 64, 64 (bias, relu) and softmax "
-        "cross-entropy; Poplar's report: 12,181,182 bytes over the tiles, IPU Model of "
-        "1472 tiles, code not compiled. Ours about 0.69 (8,449,712): the kernels 3.22 MB, "
-        "vertex state 0.16 MB and the first layer's step, 5.07 MB (x and its plan's "
-        "copies of x and w on 1472 tiles, and partials). The missing 3.7 MB is neither "
-        "per-tile data of the IPU Model nor vertex state: the batch-1 training case's "
-        "7,738,391 leaves 1.3 MB beside its kernel and gradient for x, temporaries and "
-        "the forward's vertices and more. So it is most likely in that layer's plan; "
-        "one candidate, not verified: poplin tries swapped operands first for "
-        "fully-connected passes (lib/poplin/ConvPlan.cpp, getSwapOperandCandidates), "
-        "making the batch of 2 the output channels, which its AMP vertices pad to whole "
-        "groups of 8 or 16 (ConvVertexType.cpp): padded float partials and copies that "
-        "our planner, which does not swap operands, cannot charge.",
-        published=12_181_182),
-     lambda: work.three_dense_layers(2, train=False)),
-    (MemoryCase(
         "tut4 with m1 9000x6000: OOM, 674,752 B on tile 1 (hw)",
         TUTORIALS + ":tutorials/poplar/tut4_profiling/README.rst ('Profiling an Out "
         "Of Memory program')",
         "The tutorial's out-of-memory example until November 2021: m1 [9000, 6000] and "
         "m2 [6000, 300] on Mk2 hardware stop Poplar with 'Out of memory on tile 1: 674752 "
-        "bytes used but tiles only have 638976 bytes of memory'. Ours fits: 541,596 bytes "
-        "on the busiest tile (0.80 of the figure): m1's linear share 146,739, the plan's "
-        "379,328 of temporaries (0.6 budget: 383,386), code. The missing ~133 KB is about "
-        "one more share of m1 (146,739; 688,335 in all, 1.02): poplin copies an operand "
-        "into the plan's layout when its tile mapping does not hold whole channel groups "
-        "(lib/poplin/Convolution.cpp, rearrangeActs; mapTensorLinearly gives each tile "
-        "36,684.8 elements). That is a raw Poplar layout: IPU TensorFlow's allocation "
+        "bytes used but tiles only have 638976 bytes of memory'. Ours fits: 399,192 bytes "
+        "on the busiest tile (0.59 of the figure): m1's linear share 146,739, the swapped "
+        "plan's temporaries and code (541,596, 0.80, when the product was planned "
+        "unswapped). poplin copies an operand into the plan's layout when its tile "
+        "mapping does not hold whole channel groups (lib/poplin/Convolution.cpp, "
+        "rearrangeActs; mapTensorLinearly gives each tile 36,684.8 elements): one more "
+        "share of m1, about 146,739 bytes. That is a raw Poplar layout: IPU TensorFlow's allocation "
         "finder creates a matmul's variable operands in the plan's layout, so the same "
         "TensorFlow program (what ipu_keras compiles) makes no such copy, and may fit.",
         fits=False, published=674_752, figure="max_tile"),
@@ -249,9 +244,9 @@ OPEN_CASES = [
         "memory program')",
         "The tutorial's example since November 2021 (SDK 2.4): m1 [9000, 7500], "
         "m2 [7500, 300] on hardware stop Poplar with 'Out of memory: Cannot fit all "
-        "variable data onto one or more tiles'. Ours fits: 539 KB on tile 0 (m1's 183 KB "
-        "share, the 4-pass plan's 339 KB, code); m1's rearranged copy (the case above) "
-        "would add 183 KB.", fits=False),
+        "variable data onto one or more tiles'. Ours fits: 476 KB on the busiest tile "
+        "(m1's 183 KB share, the plan's temporaries, code); m1's rearranged copy (the case "
+        "above) would add 183 KB.", fits=False),
      lambda: work.two_matmuls((9000, 7500), (7500, 300), (300, 200))),
     (MemoryCase(
         "ResNeXt-50 fp32 inference, batch 20, amp 0.8, does not fit (hw)",

@@ -35,6 +35,10 @@ compute, from the target only:
   So a plan whose blocks fill the AMP's channel groups can beat one that moves fewer
   bytes: the planner minimises cycles, not traffic.
 
+A forward matmul is first oriented as poplin would plan it (`orient_matmul`): with its
+operands swapped, its rows as output channels, unless the unswapped product is faster
+even when charged the rearrangement of its input, weights and output.
+
 `choose_plan` keeps the fastest plan whose temporaries fit in `availableMemoryProportion`
 x `bytes_per_tile` (ties: less memory); if none fits it warns, as Poplar does, and
 takes the plan with the least temporary memory. `partialsType="half"` stores partials
@@ -404,6 +408,38 @@ def plan_exchange_cycles(operand_bytes, partial_bytes_, serial, target):
     operands = np.where(operand_bytes > 0, serial * latency + _ceil(operand_bytes, rate), 0)
     partials = np.where(partial_bytes_ > 0, serial * latency + _ceil(partial_bytes_, rate), 0)
     return operands + partials
+
+
+def swapped(problem):
+    """`problem` with its operands swapped: the transposed product, (n x k) @ (k x m)."""
+    names = {"a": "b", "b": "a", "out": "out"}
+    return dataclasses.replace(
+        problem, m=problem.n, n=problem.m, a_scale=problem.b_scale, b_scale=problem.a_scale,
+        a_grouped=problem.b_grouped, b_grouped=problem.a_grouped,
+        rearranged=tuple(names[x] for x in problem.rearranged),
+        inputs=tuple(names[x] for x in problem.inputs),
+        allocated=tuple(names[x] for x in problem.allocated))
+
+
+def orient_matmul(problem, options, target):
+    """The orientation poplin plans a forward matmul in: `problem` or `swapped(problem)`.
+
+    poplin plans a matmul as a convolution whose output channels are the columns (n)
+    and its field the rows (m), or, with its operands swapped, the other way round; a
+    fully-connected or plain matmul tries the swapped one first, and charges the other
+    the transform estimate of rearranging its input, its weights and its output
+    (graphcore/poplibs@7eac0f2, lib/poplin/ConvPlan.cpp, `getSwapOperandCandidates`;
+    ConvModel.cpp, `addTransformCycleEstimate`: `rearrangeInput`, `rearrangeWeights` and
+    `rearrangeOutput` when `swapOperands != isMatmulOrFullyConnectedLayer`). It keeps the
+    faster, the swapped one on a tie. Our `Problem` is the unswapped convolution (its n
+    the output channels, rounded up to the AMP's channel groups), so the swapped one
+    rounds m: two rows of a batch become output channels padded to a whole group."""
+    turned = swapped(problem)
+    charged = dataclasses.replace(problem, rearranged=("a", "b", "out"), allocated=())
+    if _choose_cached(turned, options, target, "matmul")[0].cycles <= _choose_cached(
+            charged, options, target, "matmul")[0].cycles:
+        return turned
+    return problem
 
 
 def choose_plan(problem, options, target, kind="matmul", where="matmul"):

@@ -243,6 +243,10 @@ class _Planner:
         kind = get_op(eqn.op).plan
         options = planner.options_for(
             kind, *self.stage_options.get((eqn.stage, direction), self.options))
+        if kind == "matmul" and direction == "forward":
+            # A forward product is planned as poplin orients it (the backward passes keep
+            # theirs: poplin derives them from a training forward pass's joint plan).
+            problem = planner.orient_matmul(problem, options, self.target)
         plan = planner.choose_plan(problem, options, self.target, kind,
                                    where=f"{eqn.op} {out.type} from {eqn.source}")
         start = self._take(plan.tiles)
