@@ -190,3 +190,24 @@ def test_resource_ops_match_tensorflow(tf_op):
     (got,) = ipu_keras.ipu_compiler.compile(fn(on_ipu), [indices])
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(on_ipu.numpy(), on_cpu.numpy())
+
+
+def test_an_add_of_a_concatenation_of_outlined_products_is_tensorflows():
+    """IPU TensorFlow's serialized product test, small: x + concat of y-slice @ z, each an
+    outlined function; the compiler makes the add three slice applies
+    (`compiler/passes/slice_apply.py`)."""
+    from ipu_keras._src.conformance import tolerances as T
+    from ipu_keras.ops.functional_ops import outlined_function
+
+    rng = np.random.default_rng(11)
+    x, y, z = (rng.standard_normal(s).astype(np.float32) for s in ((12, 8), (12, 5), (5, 8)))
+
+    def model(x, y, z):
+        @outlined_function
+        def product(lhs, rhs):
+            return tf.matmul(lhs, rhs)
+        return x + tf.concat([product(y[i * 4:(i + 1) * 4], z) for i in range(3)], 0)
+
+    with ipu_keras.scopes.ipu_scope("/device:IPU:0"):
+        (got,) = ipu_keras.ipu_compiler.compile(model, [x, y, z])
+    T.FLOAT32.assert_close(np.asarray(got), model(x, y, z).numpy())

@@ -44,11 +44,12 @@ SAMPLES = [
     ("strided_slice_grad", (np.ones((1, 2, 1), np.float32),),
      {"shape": (2, 3, 4), "begin": (1, 0, 3), "sizes": (1, 2, 1), "strides": (1, 2, 1)},
      np.isin(np.arange(24).reshape(2, 3, 4), [15, 23]).astype(np.float32)),
-    ("slice_apply", (X, X[:, :2] * 3), {"binary": "add", "axis": 1, "start": 1,
-                                   "params": {}},
+    # X[:, 1:] += X[:, :2] * 3: a run of 8 per row of X's (2, 12), every 12 from 4.
+    ("slice_apply", (X, X[:, :2] * 3), {"binary": "add", "runs": (0, 8, 8, 2, 4, 12),
+                                        "params": {}},
      np.concatenate([X[:, :1], X[:, 1:] + X[:, :2] * 3], 1)),
-    ("slice_apply", (I, I[:1]), {"binary": "maximum", "axis": 0, "start": 1,
-                          "params": {}},
+    ("slice_apply", (I, I[:1]), {"binary": "maximum", "runs": (0, 3, 3, 1, 3, 3),
+                                 "params": {}},
      np.stack([I[0], np.maximum(I[1], I[0])])),
     ("gather", (X, IDX), {"axis": 1, "batch_dims": 0}, X[:, IDX]),
     ("gather", (X, IDX[:2]), {"axis": 1, "batch_dims": 1}, np.stack([X[0, IDX[0]],
@@ -190,12 +191,12 @@ def test_shape_rules_reject_bad_operands():
         get_op("bitcast").shape([TensorType((3,), "int16")], dtype="int32")
     with pytest.raises(ValueError, match="Received"):
         get_op("scatter_nd").shape([f32, TensorType((4, 1), "int32"), f32], mode="add")
-    with pytest.raises(ValueError, match="slice inside it. Received"):
-        get_op("slice_apply").shape([f32, TensorType((2, 2), "float32")], binary="add", axis=1,
-                                    start=2, params={})
-    with pytest.raises(ValueError, match="equal sizes off that axis"):
-        get_op("slice_apply").shape([f32, TensorType((1, 2), "float32")], binary="add", axis=1,
-                                    start=0, params={})
+    with pytest.raises(ValueError, match="every element of the update. Received"):
+        get_op("slice_apply").shape([f32, TensorType((2, 2), "float32")], binary="add",
+                                    runs=(0, 2, 2, 2, 2, 3), params={})
+    with pytest.raises(ValueError, match="runs inside both"):
+        get_op("slice_apply").shape([f32, TensorType((1, 2), "float32")], binary="add",
+                                    runs=(0, 2, 2, 2, 0, 3), params={})
     with pytest.raises(ValueError, match="non-negative paddings. Received"):
         get_op("pad").shape([f32], paddings=((0, 1), (-1, 0)), mode="constant")
 

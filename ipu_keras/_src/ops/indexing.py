@@ -119,48 +119,55 @@ register_op("strided_slice_grad", shape=_slice_grad_shape, kernel=_strided_slice
             tile_rule="probe", tile_moves=(0,))
 
 
-def _slice_apply_shape(in_types, *, binary, axis, start, params):
+def _slice_apply_shape(in_types, *, binary, runs, params):
     base, update = in_types
-    fits = (base.rank == update.rank and base.dtype == update.dtype
-            and 0 <= start <= base.shape[axis] - update.shape[axis]
-            and all(a == b for d, (a, b) in enumerate(zip(base.shape, update.shape))
-                    if d != axis))
+    first, pitch, length, count, at, step = runs
+    last = count - 1
+    fits = (base.dtype == update.dtype and count * length == update.size
+            and min(runs) >= 0 and at + last * step + length <= base.size
+            and first + last * pitch + length <= update.size)
     if not fits:
-        raise ValueError(f"Cannot apply '{binary}' of {update} at {start} of axis {axis} of "
-                         f"{base}: expected equal dtypes, equal sizes off that axis and "
-                         f"a slice inside it. Received: {update}")
+        raise ValueError(f"Cannot apply '{binary}' of {update} to runs {tuple(runs)} of "
+                         f"{base}: expected equal dtypes and runs inside both that take "
+                         f"every element of the update. Received: {update}")
     return [base]
 
 
-def _slice_apply(base, update, *, binary, axis, start, params):
-    where = (slice(None),) * axis + (slice(start, start + update.shape[axis]),)
+def _runs(x, first, pitch, length, count):
+    """A view of `count` runs of `length` flat elements of `x`, run j from first + j *
+    pitch (writable when `x` is)."""
+    flat = x.reshape(-1)[first:]
+    item = x.itemsize
+    return np.lib.stride_tricks.as_strided(flat, (count, length), (pitch * item, item),
+                                           writeable=x.flags.writeable)
+
+
+def _slice_apply(base, update, *, binary, runs, params):
+    first, pitch, length, count, at, step = runs
     out = base.copy()
-    result = get_op(binary).kernel(base[where], update, **params)
-    out[where] = result[0] if isinstance(result, tuple) else result
+    where = _runs(out, at, step, length, count)
+    result = get_op(binary).kernel(where.copy(), _runs(update, first, pitch, length, count),
+                                   **params)
+    where[...] = result[0] if isinstance(result, tuple) else result
     return out
 
 
-def _slice_apply_cost(in_types, out_types, *, binary, axis, start, params):
-    update = in_types[1]
-    return get_op(binary).cost([update, update], [update], **params)
+def _slice_apply_cost(in_types, out_types, *, binary, runs, params):
+    part = TensorType((in_types[1].size,), in_types[1].dtype)
+    return get_op(binary).cost([part, part], [part], **params)
 
 
-def _slice_apply_region(in_types, out_types, *, binary, axis, start, params):
-    """The update's elements are the output's slice from `start` on `axis`: for each
-    index of the axes before it, one run of the update's block (`_concat_view`'s
-    groups, from one operand)."""
-    base, update = in_types
-    outer = math.prod(base.shape[:axis])
-    block = update.size // outer if outer else 0
-    pitch = math.prod(base.shape[axis + 1:])
-    return ((1, 0, block, block, outer, start * pitch, base.size // outer if outer else 0),)
+def _slice_apply_region(in_types, out_types, *, binary, runs, params):
+    """The update's runs and where they go: one `view` group of operand 1."""
+    return ((1, *runs),)
 
 
-# `binary` (the name of a binary elementwise op, with its `params`) of operand 0's slice
-# from `start` on `axis` and operand 1, written into that slice of operand 0, the rest of
-# which passes through: IPU TensorFlow's SliceApply, which its SliceOptimizer makes of a
-# binary in-place op whose second operand is a concatenation
-# (`compiler/passes/slice_apply.py`). No TensorFlow op imports to it.
+# `binary` (the name of a binary elementwise op, with its `params`) of operand 0's
+# elements at `runs` (`first, pitch, length, count, at, step`: a `view` group's runs, of
+# operand 1's elements from `first` to operand 0's from `at`) and operand 1's, written
+# there in place; operand 0's other elements pass through: IPU TensorFlow's SliceApply,
+# which its SliceOptimizer makes of a binary in-place op whose second operand is a
+# concatenation (`compiler/passes/slice_apply.py`). No TensorFlow op imports to it.
 register_op("slice_apply", shape=_slice_apply_shape, kernel=_slice_apply,
             cost=_slice_apply_cost, mapping="elementwise", region=_slice_apply_region)
 

@@ -10,13 +10,16 @@ result into that slice of `a` in place, "to minimize the maximum liveness"
 slice_optimizer.cc, pattern `slice_apply`); its scheduler, which keeps the schedule of
 least peak memory, then runs each one once its part is there. Here each `slice_apply`
 follows the equation that makes its part (or the previous one), so a part dies as soon
-as it is applied. The concatenation stays only if something else reads it.
+as it is applied. The concatenation stays only if something else reads it. A
+concatenation is what its op's `view` fact says it is: a view of the whole of each of
+its operands, each once.
 
 The scaled patterns of the same pass (`a * x + concat(...) * y`) are not matched.
 """
 import dataclasses
 
 from ipu_keras._src.compiler.passes.rewrite import map_graph
+from ipu_keras._src.compiler.passes.views import view_groups
 from ipu_keras._src.ir.graph import Value
 from ipu_keras._src.ops.registry import get_op
 
@@ -30,23 +33,24 @@ def _apply_level(equations, outputs):
     producer = {v.id: eqn for eqn in equations for v in eqn.outputs}
     placed = []    # (position of the equation it follows, order, equation)
     for i, eqn in enumerate(equations):
-        concat = producer.get(eqn.inputs[1].id) if len(eqn.inputs) == 2 else None
-        if concat is None or not _matches(eqn, concat):
+        joined = producer.get(eqn.inputs[1].id) if len(eqn.inputs) == 2 else None
+        parts = _parts(joined) if joined is not None and _in_place(eqn) else None
+        if not parts:
             placed.append((i, len(placed), eqn))
             continue
         after = made_at.get(eqn.inputs[0].id, -1)
-        for step in _chain(eqn, concat):
+        for step in _chain(eqn, parts):
             after = max(after, made_at.get(step.inputs[1].id, -1))
             placed.append((after, len(placed), step))
     placed.sort(key=lambda item: item[:2])
     return [eqn for *_, eqn in placed], outputs
 
 
-def _matches(eqn, concat):
-    """Whether `eqn` is `f(a, concat(...))` for an elementwise f whose operands and result
-    have one type (in place on `a`, IPU TensorFlow's `kInplaceReadWrite` binary ops)."""
+def _in_place(eqn):
+    """Whether `eqn` is an elementwise f whose operands and result have one type (in place
+    on its first operand, IPU TensorFlow's `kInplaceReadWrite` binary ops)."""
     opdef = get_op(eqn.op)
-    if concat.op != "concat" or len(eqn.outputs) != 1 or not concat.outputs[0].type.size:
+    if len(eqn.outputs) != 1:
         return False
     out = eqn.outputs[0].type
     return (opdef.mapping == "elementwise" and opdef.role == "compute" and not opdef.effect
@@ -54,20 +58,30 @@ def _matches(eqn, concat):
             and all(v.type == out for v in eqn.inputs))
 
 
-def _chain(eqn, concat):
+def _parts(eqn):
+    """[(operand, its runs in the output)] if `eqn`'s one output is a concatenation: a
+    view (`views.view_groups`) of the whole of each of its operands, each once; else None."""
+    groups = view_groups(eqn)
+    if groups is None or len(groups) != 1 or groups[0] is None:
+        return None
+    parts, seen = [], set()
+    for k, first, pitch, length, count, at, step in groups[0]:
+        whole = first == 0 and pitch == length and length * count == eqn.inputs[k].type.size
+        if not whole or k in seen:
+            return None
+        seen.add(k)
+        parts.append((k, (first, pitch, length, count, at, step)))
+    return [(eqn.inputs[k], runs) for k, runs in sorted(parts)] or None
+
+
+def _chain(eqn, parts):
     """The slice applies replacing `eqn`, the last defining `eqn`'s own result."""
-    axis = concat.params["axis"] % eqn.outputs[0].type.rank
-    starts, start = [], 0
-    for part in concat.inputs:
-        starts.append(start)
-        start += part.type.shape[axis]
-    parts = [(p, s) for p, s in zip(concat.inputs, starts) if p.type.shape[axis]]
     steps, base = [], eqn.inputs[0]
-    for k, (part, start) in enumerate(parts):
+    for k, (part, runs) in enumerate(parts):
         out = eqn.outputs[0] if k == len(parts) - 1 else Value(base.type)
         steps.append(dataclasses.replace(
             eqn, op="slice_apply", inputs=[base, part], outputs=[out],
-            params={"binary": eqn.op, "axis": axis, "start": start, "params": dict(eqn.params)}))
+            params={"binary": eqn.op, "runs": runs, "params": dict(eqn.params)}))
         base = out
     return steps
 

@@ -240,10 +240,11 @@ class _Planner:
             # nothing to plan, and the op's own cost rule prices it.
             return self.linear(out.type)
         direction = "backward" if is_backward(eqn) else "forward"
-        kind = get_op(eqn.op).plan
+        opdef = get_op(eqn.op)
+        kind = opdef.plan
         options = planner.options_for(
             kind, *self.stage_options.get((eqn.stage, direction), self.options))
-        if kind == "matmul" and direction == "forward":
+        if opdef.plan == "matmul" and direction == "forward":
             # A forward product is planned as poplin orients it (the backward passes keep
             # theirs: poplin derives them from a training forward pass's joint plan).
             problem = planner.orient_matmul(problem, options, self.target)
