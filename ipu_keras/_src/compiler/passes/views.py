@@ -26,21 +26,19 @@ from ipu_keras._src.ops.registry import get_op
 def view_groups(eqn):
     """Per output of `eqn`, the groups of operand runs it views (the op's `view` fact),
     or None if its outputs are no such views."""
-    opdef = get_op(eqn.op)
-    if opdef.view is None or opdef.engine:
-        return None
-    return opdef.view([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
-                      **eqn.params)
+    return _groups(eqn, get_op(eqn.op).view)
 
 
 def region_groups(eqn):
     """The groups of operand runs that make the part of its output `eqn` computes (the
     op's `region` fact), or None if it computes the whole output."""
-    opdef = get_op(eqn.op)
-    if opdef.region is None:
+    return _groups(eqn, get_op(eqn.op).region)
+
+
+def _groups(eqn, rule):
+    if rule is None or get_op(eqn.op).engine:
         return None
-    return opdef.region([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
-                        **eqn.params)
+    return rule([v.type for v in eqn.inputs], [v.type for v in eqn.outputs], **eqn.params)
 
 
 def placements(groups, out_id, out_layout, out_size, num_tiles):
