@@ -146,8 +146,7 @@ def _slice_apply(base, update, *, binary, runs, params):
     first, pitch, length, count, at, step = runs
     out = base.copy()
     where = _runs(out, at, step, length, count)
-    result = get_op(binary).kernel(where.copy(), _runs(update, first, pitch, length, count),
-                                   **params)
+    result = get_op(binary).kernel(where, _runs(update, first, pitch, length, count), **params)
     where[...] = result[0] if isinstance(result, tuple) else result
     return out
 

@@ -30,11 +30,10 @@ def apply_slices(graph):
 
 def _apply_level(equations, outputs):
     made_at = {v.id: i for i, eqn in enumerate(equations) for v in eqn.outputs}
-    producer = {v.id: eqn for eqn in equations for v in eqn.outputs}
     placed = []    # (position of the equation it follows, order, equation)
     for i, eqn in enumerate(equations):
-        joined = producer.get(eqn.inputs[1].id) if len(eqn.inputs) == 2 else None
-        parts = _parts(joined) if joined is not None and _in_place(eqn) else None
+        joined = made_at.get(eqn.inputs[1].id) if len(eqn.inputs) == 2 else None
+        parts = _parts(equations[joined]) if joined is not None and _in_place(eqn) else None
         if not parts:
             placed.append((i, len(placed), eqn))
             continue
