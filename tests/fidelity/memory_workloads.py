@@ -8,6 +8,8 @@ tile, `total_bytes`, `max_tile_bytes`...) or, when the compiler raises
 at compile time too. Variables are created
 outside the traced function, as TensorFlow requires, and read by it.
 """
+import contextlib
+
 import numpy as np
 
 from tests.fidelity import mnist_cnn
@@ -213,34 +215,66 @@ def mnist_cnn_training(batch=64):
     return profiling.last_report().memory
 
 
-def resnext50_inference(batch, proportion):
-    """torchvision's resnext50_32x4d (ResNeXt-50, 32 groups of width 4) in float32 for
-    inference on 224x224x3 images, built with Keras layers; code compiled (hardware)."""
+@contextlib.contextmanager
+def _global_policy(dtype):
+    """Keras's global dtype policy set to `dtype` while the block builds a model."""
     import keras
 
-    configure(code=True, proportion=proportion)
-    layers = keras.layers
-    x = inputs = keras.Input((224, 224, 3))
-    x = layers.Conv2D(64, 7, 2, padding="same", use_bias=False)(x)
-    x = layers.ReLU()(layers.BatchNormalization()(x))
-    x = layers.MaxPooling2D(3, 2, padding="same")(x)
-    for stage, (units, planes) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
-        width = planes * 2    # 32 groups x (4 x planes / 64) channels
-        for unit in range(units):
-            stride = 2 if unit == 0 and stage > 0 else 1
-            y = layers.ReLU()(layers.BatchNormalization()(
-                layers.Conv2D(width, 1, use_bias=False)(x)))
-            y = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(
-                width, 3, stride, padding="same", groups=32, use_bias=False)(y)))
-            y = layers.BatchNormalization()(layers.Conv2D(planes * 4, 1, use_bias=False)(y))
-            if unit == 0:
-                x = layers.BatchNormalization()(
-                    layers.Conv2D(planes * 4, 1, stride, use_bias=False)(x))
-            x = layers.ReLU()(layers.Add()([y, x]))
-    outputs = layers.Dense(1000)(layers.GlobalAveragePooling2D()(x))
-    model = keras.Model(inputs, outputs)
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(dtype)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+
+
+def _inference(model, batch, dtype):
+    """`model` compiled for inference on `batch` 224x224x3 images of `dtype`."""
     return compile_only(lambda images: model(images, training=False),
-                        (np.zeros((batch, 224, 224, 3), np.float32),))
+                        (np.zeros((batch, 224, 224, 3), dtype),))
+
+
+def _resnext_32x4d(stage_units, dtype):
+    """ResNeXt with 32 groups of width 4 (torchvision's and Cadene's resnext*_32x4d) on
+    224x224x3 images, `stage_units` bottleneck units per stage, built with Keras layers
+    in `dtype` (weights and compute): the stem, grouped 3x3 convs, batch norms, the
+    projection shortcut of each stage's first unit, the 1000-way classifier."""
+    import keras
+
+    with _global_policy(dtype):
+        layers = keras.layers
+        x = inputs = keras.Input((224, 224, 3))
+        x = layers.Conv2D(64, 7, 2, padding="same", use_bias=False)(x)
+        x = layers.ReLU()(layers.BatchNormalization()(x))
+        x = layers.MaxPooling2D(3, 2, padding="same")(x)
+        for stage, (units, planes) in enumerate(zip(stage_units, (64, 128, 256, 512))):
+            width = planes * 2    # 32 groups x (4 x planes / 64) channels
+            for unit in range(units):
+                stride = 2 if unit == 0 and stage > 0 else 1
+                y = layers.ReLU()(layers.BatchNormalization()(
+                    layers.Conv2D(width, 1, use_bias=False)(x)))
+                y = layers.ReLU()(layers.BatchNormalization()(layers.Conv2D(
+                    width, 3, stride, padding="same", groups=32, use_bias=False)(y)))
+                y = layers.BatchNormalization()(
+                    layers.Conv2D(planes * 4, 1, use_bias=False)(y))
+                if unit == 0:
+                    x = layers.BatchNormalization()(
+                        layers.Conv2D(planes * 4, 1, stride, use_bias=False)(x))
+                x = layers.ReLU()(layers.Add()([y, x]))
+        outputs = layers.Dense(1000)(layers.GlobalAveragePooling2D()(x))
+        return keras.Model(inputs, outputs)
+
+
+def resnext50_inference(batch, proportion):
+    """torchvision's resnext50_32x4d in float32 for inference; code compiled (hardware)."""
+    configure(code=True, proportion=proportion)
+    return _inference(_resnext_32x4d((3, 4, 6, 3), "float32"), batch, np.float32)
+
+
+def resnext101_half_inference(batch, proportion):
+    """ResNeXt-101 32x4d in float16 with half partials, for inference; code compiled."""
+    configure(code=True, proportion=proportion, partials="half")
+    return _inference(_resnext_32x4d((3, 4, 23, 3), "float16"), batch, np.float16)
 
 
 def _half_resnet50(proportion, recompute=False):
@@ -248,19 +282,13 @@ def _half_resnet50(proportion, recompute=False):
     import keras
 
     configure(code=True, proportion=proportion, partials="half", recompute=recompute)
-    policy = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("float16")
-    try:
+    with _global_policy("float16"):
         return keras.applications.ResNet50(weights=None)
-    finally:
-        keras.mixed_precision.set_global_policy(policy)
 
 
 def resnet50_half_inference(batch, proportion):
     """ResNet-50 in float16 for inference on `batch` 224x224x3 images."""
-    model = _half_resnet50(proportion)
-    return compile_only(lambda images: model(images, training=False),
-                        (np.zeros((batch, 224, 224, 3), np.float16),))
+    return _inference(_half_resnet50(proportion), batch, np.float16)
 
 
 MLPERF_SPLITS = ("conv2_block1_out", "conv2_block3_out", "conv3_block4_out")
