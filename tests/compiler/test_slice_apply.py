@@ -153,3 +153,26 @@ def test_a_slice_apply_moves_and_works_only_on_the_tiles_of_its_slice():
     ref_map = plan_tile_mapping(ref_graph, target)
     assert (step_cycles(second, tile_map, target)[0]
             == step_cycles(ref_graph.equations[0], ref_map, target)[0])
+
+
+@pytest.mark.parametrize("tiles", (3, 8, 16))
+@pytest.mark.parametrize("axis", (0, 1))
+def test_strict_mode_measures_what_the_exchange_charges(tiles, axis):
+    """Strict tile mode replays each slice apply by its region (the "region" rule): a
+    tile needs x's elements it owns and the part's elements that land on them. What it
+    lacks of those is what the exchange charges, byte for byte; a rule that claimed
+    too little would compute from poison and fail."""
+    graph, _ = _parts_graph("sub", axis, rows=(5, 11, 16), width=24)
+    exe = compile_graph(graph, small_target(tiles))
+    inputs = _inputs(graph)
+    engine = StrictEngine(exe)
+    (strict,) = engine.run(inputs, [], None)
+    (plain,) = Engine(exe).run(inputs, [], None)
+    assert strict.tobytes() == plain.tobytes()
+    rows = [r for r in engine.report() if r.op == "slice_apply"]
+    assert len(rows) == 3, engine.format_report()
+    for r in rows:
+        assert r.rule == "region" and r.tile_local, engine.format_report()
+        assert r.measured == r.modelled, engine.format_report()
+    if axis == 0:     # the parts' rows land on x's tiles, not where the products made them
+        assert any(r.received > 0 for r in rows), engine.format_report()

@@ -98,7 +98,7 @@ ROLES = ("compute", "constant", "variable_read", "variable_write", "stream_in", 
          "replica_reduce", "replica_index", "loop", "branch", "subgraph_call", "link_copy",
          "host_call")
 TILE_RULES = ("elementwise", "rows", "reduce", "channel", "window", "conv", "matmul", "probe",
-              "fallback")
+              "region", "fallback")
 PLANS = ("matmul", "conv", "gather")
 EXCHANGES = ("operands", "rows", "tree", "variable", "none")
 RECOMPUTE = ("again", "never", "per_use", "checkpoint")

@@ -17,6 +17,9 @@ compute them. The rule of an op is its `kind`, the op's `tile_rule` fact (with
   whole (a superset of the windows: over-approximate);
 * "probe": ops that only move data: the kernel runs once on element numbers instead
   of values and the output tells which element each output element copies;
+* "region": an op that computes part of its output, the rest operand 0 in place (its
+  `region` fact, a slice apply): operand 0 element for element, and of each operand
+  its region's runs take, the elements whose output positions the tile owns;
 * "fallback": every operand element (not tile-local; counted and reported).
 
 An "elementwise" op whose operands do not broadcast to its outputs falls back.
@@ -27,6 +30,7 @@ claims too much shows as exchange beyond what the cost model charges.
 """
 import numpy as np
 
+from ipu_keras._src.ir.types import TensorType
 from ipu_keras._src.ops._common import channel_axis
 from ipu_keras._src.ops.registry import FULL, get_op
 
@@ -62,6 +66,8 @@ def needed_masks(kind, op, args, out_shapes, params, j, coords, probe=None):
         return masks
     if kind == "fallback":
         return [np.ones(s, bool) for s in shapes]
+    if kind == "region":
+        return _region_masks(opdef, args, out_shapes[j], params, coords)
     if opdef.tile_axes is not None:
         axis_maps = opdef.tile_axes(shapes, out_shapes[j], params)
     else:
@@ -108,6 +114,23 @@ def _probe_masks(shapes, numbers):
         mask[mine] = True
         masks.append(mask.reshape(shape))
         offset += size
+    return masks
+
+
+def _region_masks(opdef, args, out_shape, params, coords):
+    """The "region" rule: the owned elements of operand 0 (the output's own buffer),
+    and each region run's operand elements that land on an owned output position."""
+    owned = np.zeros(int(np.prod(out_shape, dtype=np.int64)), bool)
+    owned[np.ravel_multi_index(coords, out_shape) if out_shape else 0] = True
+    arrays = [np.asarray(a) for a in args]
+    masks = [owned.reshape(out_shape).copy()] + [np.zeros(a.shape, bool) for a in arrays[1:]]
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    for k, first, pitch, length, count, at, step in opdef.region(
+            types, [TensorType(out_shape, arrays[0].dtype)], **params):
+        offsets = np.arange(length, dtype=np.int64)
+        runs = np.arange(count, dtype=np.int64)[:, None]
+        lands = owned[at + runs * step + offsets]
+        masks[k].reshape(-1)[(first + runs * pitch + offsets)[lands]] = True
     return masks
 
 
