@@ -89,6 +89,28 @@ def _sgd_step(loss_fn, variables, train, dtype):
     return step
 
 
+def _dense_loss(fan_in, widths, relu):
+    """float16 dense layers (`xw_plus_b`, then relu if `relu`) of `widths` units from
+    `fan_in` inputs, and softmax cross-entropy: (variables, loss_fn(x, labels))."""
+    import tensorflow as tf
+
+    f16 = tf.float16
+    layers = []
+    for units in widths:
+        w = tf.Variable(tf.cast(tf.random.truncated_normal((fan_in, units), stddev=0.01), f16))
+        layers.append((w, tf.Variable(tf.zeros((units,), f16))))
+        fan_in = units
+
+    def loss_fn(x, y):
+        for w, b in layers:
+            x = tf.matmul(x, w) + b
+            x = tf.nn.relu(x) if relu else x
+        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(
+            labels=tf.stop_gradient(y), logits=x))
+
+    return [v for layer in layers for v in layer], loss_fn
+
+
 def three_dense_layers(batch, train):
     """MatMulSizeTest (size_speed_tests/matmul_size_test.py): float16 x[batch, 50176]
     through dense layers of 32, 64, 64 units (xw_plus_b, relu), softmax cross-entropy;
@@ -96,21 +118,20 @@ def three_dense_layers(batch, train):
     import tensorflow as tf
 
     configure(code=False)
-    f16 = tf.float16
-    layers = []
-    for fan_in, units in ((112 * 112 * 4, 32), (32, 64), (64, 64)):
-        w = tf.Variable(tf.cast(tf.random.truncated_normal((fan_in, units), stddev=0.01), f16))
-        layers.append((w, tf.Variable(tf.zeros((units,), f16))))
-
-    def loss_fn(x, y):
-        for w, b in layers:
-            x = tf.nn.relu(tf.matmul(x, w) + b)
-        return tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(
-            labels=tf.stop_gradient(y), logits=x))
-
-    step = _sgd_step(loss_fn, [v for layer in layers for v in layer], train, f16)
+    variables, loss_fn = _dense_loss(112 * 112 * 4, (32, 64, 64), relu=True)
+    step = _sgd_step(loss_fn, variables, train, tf.float16)
     x = np.zeros((batch, 112 * 112 * 4), np.float16)
     return compile_only(step, (x, np.zeros((batch, 64), np.float16)))
+
+
+def ten_dense_layers():
+    """CombinedWeightsTest (size_speed_tests/combined_weights_test.py): float16 x[16, 4]
+    through ten dense layers of 256 units (xw_plus_b, no activation), softmax
+    cross-entropy, for inference; IPU Model of one Mk2 IPU, code compiled."""
+    configure(code=True)
+    _, loss_fn = _dense_loss(4, (256,) * 10, relu=False)
+    return compile_only(loss_fn, (np.zeros((16, 4), np.float16),
+                                  np.zeros((16, 256), np.float16)))
 
 
 class _Variables:
