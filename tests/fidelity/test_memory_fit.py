@@ -295,7 +295,8 @@ OPEN_CASES = [
         "estimates in `compiler/passes/memory.py`) are too large, or both. One lead: "
         "our weight-shaped product (256, 256) @ (256, 16) splits its contraction 46 ways, "
         "5-6 deep, where poplin splits input channels only in whole grains of the AMP's "
-        "input group (16 for half: lib/poplin/ConvPlan.cpp, `inChanGrainSize`).",
+        "input group (16 for half: graphcore/poplibs@7eac0f2, lib/poplin/ConvModel.cpp, "
+        "`totalInChanSplit` at most `numInChanGrains`).",
         published=1_559_766),
      work.ten_dense_layers),
 ]
