@@ -232,7 +232,8 @@ def test_an_operand_broadcast_to_more_than_7_tiles_is_copied_once_unless_allocat
     TensorFlow's allocation finder lays out for the product)."""
     problem = Problem(1, 900, 600, 300, "float32", 4)
     target = get_target("ipu2")
-    c = plan_blocks.candidates(problem, target.tiles_per_ipu)
+    c = plan_blocks.candidates(problem, target.tiles_per_ipu,
+                               planner.k_grains(problem, PlanOptions(), target))
     copied = planner._copied(problem, c)
     np.testing.assert_array_equal(copied["a"], -(-300 // np.minimum(c.cols, 300)) > 7)
     np.testing.assert_array_equal(copied["b"], -(-900 // np.minimum(c.rows, 900)) > 7)
@@ -371,3 +372,32 @@ def test_backward_matmuls_keep_their_orientation():
     tile_map = plan_tile_mapping(graph, get_target("ipu2"))
     forward, backward = (tile_map.plan_of(e) for e in graph.equations[1:])
     assert forward is not None and backward is not None
+
+
+@pytest.mark.parametrize("problem,grains", [
+    # (256 x 256) @ (256 x 16) in half: 16 grains of the AMP's 16 input channels.
+    (Problem(1, 256, 256, 16, "float16", 2), 16),
+    # float: the AMP's input group is 8, so 600 channels make 75 grains.
+    (Problem(1, 900, 600, 300, "float32", 4), 75),
+    # A 3x3 convolution of 20 half channels: 2 grains in each of 3 kernel rows (the
+    # innermost kernel dimension is never split).
+    (Problem(1, 64, 180, 32, "float16", 2, kernel=(3, 3, 20)), 6),
+])
+def test_the_contraction_is_split_in_whole_grains_of_input_channels(problem, grains):
+    """poplin splits a product's input channels only in whole grains of its vertex's
+    input channel group, and a kernel only along its outer dimensions (poplibs
+    ConvModel.cpp: `totalInChanSplit` at most `numInChanGrains`)."""
+    target = get_target("ipu2")
+    options = PlanOptions()
+    assert planner.k_grains(problem, options, target) == grains
+    assert plan_blocks.candidates(problem, target.tiles_per_ipu, grains).k.max() <= grains
+    assert choose_plan(problem, options, target).k_split <= grains
+
+
+def test_a_tiny_product_no_longer_splits_its_contraction_below_a_grain():
+    """Ten 256-unit half layers at batch 16 (IPU TensorFlow's combined-weights test):
+    the weight-shaped product once split its 256-deep contraction 46 ways, 5 or 6
+    elements a tile, each tile's AMP pass padding them to 16."""
+    target = get_target("ipu2")
+    plan = choose_plan(Problem(1, 256, 256, 16, "float16", 2), PlanOptions(), target)
+    assert 1 < plan.k_split <= 16 and math.ceil(256 / plan.k_split) % 16 == 0

@@ -88,12 +88,18 @@ def _serial_values(cols):
                      if s <= max(1, cols)], np.int64)
 
 
-def _flat_candidates(problem, tiles):
+def _k_splits(problem, tiles, max_k):
+    """Splits of the contracted axis: `_split_values`, none above `max_k`."""
+    values = _split_values(problem.k, tiles)
+    return values[values <= max(1, max_k)]
+
+
+def _flat_candidates(problem, tiles, max_k):
     """Flat chunks: whole-row blocks and pieces of a row, by k split and serial passes."""
     rows, cols, _, _ = _layout(problem)
     chunks = np.unique(np.concatenate([ceil_div(rows, _split_values(rows, tiles)) * cols,
                                        ceil_div(cols, _split_values(cols, tiles))]))
-    grids = np.meshgrid(chunks, _split_values(problem.k, tiles), _serial_values(cols),
+    grids = np.meshgrid(chunks, _k_splits(problem, tiles, max_k), _serial_values(cols),
                         indexing="ij")
     chunk, sk, ss = (g.ravel() for g in grids)
     used = ceil_div(rows * cols, chunk) * sk
@@ -110,13 +116,13 @@ def _flat_candidates(problem, tiles):
                    np.ones(chunk.size, bool), zeros)
 
 
-def _block_candidates(problem, tiles):
+def _block_candidates(problem, tiles, max_k):
     """2-d blocks narrower than a row and taller than one: for each column width, k
     split and serial split, the shortest block (and twice it) that fits the tiles."""
     rows, cols, m, n = _layout(problem)
     if rows < 2 or cols < 2:
         return None
-    grids = np.meshgrid(_split_values(cols, tiles)[:-1], _split_values(problem.k, tiles),
+    grids = np.meshgrid(_split_values(cols, tiles)[:-1], _k_splits(problem, tiles, max_k),
                         _serial_values(cols), np.array([1, 2], np.int64), indexing="ij")
     bc, sk, ss, stretch = (g.ravel() for g in grids)
     bc = np.minimum(bc, cols - 1)
@@ -139,10 +145,12 @@ def _block_candidates(problem, tiles):
                    np.zeros(br.size, bool), np.stack([br, bc], axis=1))
 
 
-def candidates(problem, tiles):
-    """`Blocks` of every candidate with at most `tiles` tiles used."""
-    flat = _flat_candidates(problem, tiles)
-    blocks = _block_candidates(problem, tiles)
+def candidates(problem, tiles, max_k=None):
+    """`Blocks` of every candidate with at most `tiles` tiles used and the contracted
+    axis split at most `max_k` ways (default: as many as it has elements)."""
+    max_k = problem.k if max_k is None else max_k
+    flat = _flat_candidates(problem, tiles, max_k)
+    blocks = _block_candidates(problem, tiles, max_k)
     return flat if blocks is None else Blocks.concat(flat, blocks)
 
 

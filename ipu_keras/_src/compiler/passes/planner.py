@@ -35,6 +35,9 @@ compute, from the target only:
   So a plan whose blocks fill the AMP's channel groups can beat one that moves fewer
   bytes: the planner minimises cycles, not traffic.
 
+The contraction is split as poplin splits it (`k_grains`): input channels in whole
+grains of the AMP's input channel group, times the kernel's outer rows, never finer.
+
 A forward matmul is first oriented as poplin would plan it (`orient_matmul`): with its
 operands swapped, its rows as output channels, unless the unswapped product is faster
 even when charged the rearrangement of its input, weights and output.
@@ -288,7 +291,7 @@ def _evaluate(problem, options, target, tiles):
     temporaries), arrays over the candidates: temporaries and receive on the busiest
     tile; idle temporaries on a tile that owns no output element, so receives no
     partials (the plan's tiles past the output's `ceil(out_size / owned)`)."""
-    c = candidates(problem, tiles)
+    c = candidates(problem, tiles, k_grains(problem, options, target))
     sk, ss = c.k, c.serial
     depth, item = _ceil(problem.k, sk), np.dtype(problem.dtype).itemsize
     pbytes = partial_bytes(problem, options)
@@ -328,6 +331,20 @@ MAX_BROADCAST_DESTINATIONS = 7
 `weightViewMaxBroadcastDests`): an operand the plan sends to more tiles than this is
 first copied once into the plan's layout, then broadcast, unless it already has that
 layout."""
+
+
+def k_grains(problem, options, target):
+    """Most ways poplin splits a product's contraction: its input channels in whole
+    grains of the vertex's input channel group, times the kernel's outer rows (poplin
+    never splits the innermost kernel dimension). graphcore/poplibs@7eac0f2,
+    lib/poplin/ConvModel.cpp: `totalInChanSplit` at most `numInChanGrains`, a kernel
+    split at most its kernel dimension, none of the innermost. A product without a
+    kernel (a matmul, a gradient convolution) counts its whole contraction as channels."""
+    in_group = cost_model.amp_groups(problem.dtype, target, options.partials_type)[0]
+    if not problem.kernel:
+        return _ceil(problem.k, in_group)
+    *outer, _, channels = problem.kernel
+    return math.prod(outer) * _ceil(channels, in_group)
 
 
 def _copied(problem, c):
