@@ -201,7 +201,7 @@ CASES = [
     (MemoryCase(
         "3 fp16 dense layers, training, batch 1 (IPUModel)",
         SIZE + "/matmul_size_test.py (MatMulSizeTest.testTrainingBs1)",
-        "7,738,391 bytes; ours about 1.07. It was 1.78 when the kernel gradient, a k = 1 "
+        "7,738,391 bytes; ours about 1.04. It was 1.78 when the kernel gradient, a k = 1 "
         "outer product, held a float partial per output (6.4 MB): poplin's OuterProduct "
         "vertex writes the half output itself (planner.py, `partial_bytes`); 1.32 when "
         "the SGD update received the whole gradient onto the variable's tiles (3.1 MB): "
@@ -287,16 +287,16 @@ OPEN_CASES = [
         "cross-entropy on an IPU Model of one Mk2 IPU with its code compiled: 1,559,766 "
         "bytes over the tiles (their tolerance 10%). The weights alone are 1,186,816 of "
         "them, so everything else (code, vertex state, activations, temporaries) is at "
-        "most about 0.37 MB. Ours is 8.4x: 13.1 MB, of which 9.7 MB of code and vertex "
-        "state and 2.2 MB of plan temporaries, because each of these tiny products is "
+        "most about 0.37 MB. Ours is 7.8x: 12.2 MB, of which 9.6 MB of code and vertex "
+        "state and 1.4 MB of plan temporaries, because each of these tiny products is "
         "planned over all 1472 tiles and every tile then holds the AMP, reduction and "
         "vector codelets, control code for every step and its operand blocks. The "
         "figure says poplin puts them on far fewer tiles, or that our code sizes (the "
-        "estimates in `compiler/passes/memory.py`) are too large, or both. One lead: "
-        "our weight-shaped product (256, 256) @ (256, 16) splits its contraction 46 ways, "
-        "5-6 deep, where poplin splits input channels only in whole grains of the AMP's "
-        "input group (16 for half: graphcore/poplibs@7eac0f2, lib/poplin/ConvModel.cpp, "
-        "`totalInChanSplit` at most `numInChanGrains`).",
+        "estimates in `compiler/passes/memory.py`) are too large, or both. It was 8.4x "
+        "before the contraction was split in whole grains of input channels, as poplin "
+        "splits it (`planner.k_grains`): the weight-shaped product (256, 256) @ "
+        "(256, 16) cut it 46 ways, 5-6 deep; it still covers every tile (256 rows x 16 "
+        "grains).",
         published=1_559_766),
      work.ten_dense_layers),
 ]
