@@ -168,8 +168,7 @@ def _slice_apply_region(in_types, out_types, *, binary, runs, params):
 # which its SliceOptimizer makes of a binary in-place op whose second operand is a
 # concatenation (`compiler/passes/slice_apply.py`). No TensorFlow op imports to it.
 register_op("slice_apply", shape=_slice_apply_shape, kernel=_slice_apply,
-            cost=_slice_apply_cost, mapping="elementwise", region=_slice_apply_region,
-            tile_rule="region")
+            cost=_slice_apply_cost, mapping="elementwise", region=_slice_apply_region)
 
 
 def _dense_spec(rank, begin, end, strides, masks):

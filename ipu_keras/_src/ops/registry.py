@@ -64,8 +64,9 @@ op it owns:
     part of its output, the rest being operand 0's elements where they are (written in
     place: IPU TensorFlow's SliceApply): the runs of the operand that supply the
     computed elements, as `view` groups. The exchange brings those runs to the tiles
-    holding their output positions, and the work is spread as they are. Default None: the
-    op computes its whole output;
+    holding their output positions, and the work is spread as they are; strict tile
+    mode replays it by its region (its `tile_rule` is "region"). Default None: the op
+    computes its whole output;
   - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
     recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
     "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,
@@ -187,6 +188,11 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     for fact, rule in (("view", view), ("region", region)):
         if rule is not None and not callable(rule):
             raise ValueError(f"Op '{name}' has a `{fact}` that is not a callable: {rule!r}.")
+    if region is not None and tile_rule == "fallback":
+        tile_rule = "region"    # strict mode replays the op by its region
+    if (tile_rule == "region") != (region is not None):
+        raise ValueError(f"Op '{name}' has the region tile rule without a `region` fact, "
+                         f"or a `region` fact with the tile rule {tile_rule!r}.")
     if tile_rule == "probe" and tile_moves is None:
         raise ValueError(f"Op '{name}' has the probe tile rule but no `tile_moves`.")
     module = sys._getframe(1).f_globals.get("__name__", "")

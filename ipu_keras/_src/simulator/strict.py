@@ -185,7 +185,7 @@ class StrictEngine(Engine):
                 flat = np.asarray(env[out]).reshape(-1)
                 whole = np.empty_like(flat)
                 for slot, _, *runs in self.views[out]:
-                    source, target = _group_indices(*runs)
+                    source, target = tile_rules.run_indices(*runs)
                     whole[target] = np.asarray(env[slot]).reshape(-1)[source]
                 if not _same_bits(whole, flat):
                     raise StrictModeMismatch(
@@ -201,20 +201,13 @@ class ViewGroups(tuple):
     first, pitch, length, count, at, step)` (`TileView`)."""
 
 
-def _group_indices(first, pitch, length, count, at, step):
-    """The flat source and view indices of a group's runs."""
-    run = np.arange(length)
-    j = np.arange(count)[:, None]
-    return (first + j * pitch + run).reshape(-1), (at + j * step + run).reshape(-1)
-
-
 def holders(mapping, size, num_tiles):
     """The tile holding each flat element of a value laid out by `mapping` (-1: none)."""
     holder = np.full(size, -1, np.int64)
     if isinstance(mapping, ViewGroups):
         for source, source_size, *runs in mapping:
             if source is not None:
-                index, target = _group_indices(*runs)
+                index, target = tile_rules.run_indices(*runs)
                 holder[target] = holders(source, source_size, num_tiles)[index]
     elif mapping is not None:
         lo, hi = mapping_bounds(mapping, size, num_tiles)

@@ -125,13 +125,18 @@ def _region_masks(opdef, args, out_shape, params, coords):
     arrays = [np.asarray(a) for a in args]
     masks = [owned.reshape(out_shape).copy()] + [np.zeros(a.shape, bool) for a in arrays[1:]]
     types = [TensorType(a.shape, a.dtype) for a in arrays]
-    for k, first, pitch, length, count, at, step in opdef.region(
-            types, [TensorType(out_shape, arrays[0].dtype)], **params):
-        offsets = np.arange(length, dtype=np.int64)
-        runs = np.arange(count, dtype=np.int64)[:, None]
-        lands = owned[at + runs * step + offsets]
-        masks[k].reshape(-1)[(first + runs * pitch + offsets)[lands]] = True
+    for k, *runs in opdef.region(types, [TensorType(out_shape, arrays[0].dtype)], **params):
+        source, target = run_indices(*runs)
+        masks[k].reshape(-1)[source[owned[target]]] = True
     return masks
+
+
+def run_indices(first, pitch, length, count, at, step):
+    """The flat operand and output indices of a group of runs (a `view` or `region`
+    group without its operand): run `j` from `first + j * pitch` and `at + j * step`."""
+    run = np.arange(length, dtype=np.int64)
+    j = np.arange(count, dtype=np.int64)[:, None]
+    return (first + j * pitch + run).reshape(-1), (at + j * step + run).reshape(-1)
 
 
 # -- axis maps: (op, operand shapes, output shape, params) -> per operand, per axis -------

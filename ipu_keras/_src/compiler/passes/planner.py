@@ -340,11 +340,16 @@ def k_grains(problem, options, target):
     lib/poplin/ConvModel.cpp: `totalInChanSplit` at most `numInChanGrains`, a kernel
     split at most its kernel dimension, none of the innermost. A product without a
     kernel (a matmul, a gradient convolution) counts its whole contraction as channels."""
-    in_group = cost_model.amp_groups(problem.dtype, target, options.partials_type)[0]
+    in_group = _in_group(problem, options, target)
     if not problem.kernel:
         return _ceil(problem.k, in_group)
     *outer, _, channels = problem.kernel
     return math.prod(outer) * _ceil(channels, in_group)
+
+
+def _in_group(problem, options, target):
+    """Input channels of one AMP pass for `problem`'s dtype (`cost.amp_groups`)."""
+    return cost_model.amp_groups(problem.dtype, target, options.partials_type)[0]
 
 
 def _copied(problem, c):
@@ -408,9 +413,9 @@ def _amp_pass_cycles(problem, options, c, per_pass, depth, target):
     field = _ceil(per_pass, np.maximum(1, groups * per_group))
     nx1 = None
     if math.prod(problem.kernel[:-1]) > 1:
-        in_group = cost_model.amp_groups(problem.dtype, target, options.partials_type)[0]
         nx1 = conv_windows.split_nx1(conv_windows.nx1_passes(
-            problem.kernel[:-1], problem.kernel[-1], problem.dtype, in_group), c.k)
+            problem.kernel[:-1], problem.kernel[-1], problem.dtype,
+            _in_group(problem, options, target)), c.k)
     return cost_model.amp_vertex_cycles(field, depth, per_group, problem.dtype, target,
                                         conv_groups=groups,
                                         partials_type=options.partials_type, nx1=nx1)

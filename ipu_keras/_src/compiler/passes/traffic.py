@@ -114,13 +114,10 @@ def _region_needed(eqn, groups, tile_map):
     n = tile_map.num_tiles
     total = np.zeros(n, np.int64)
     for value, layout in region_placements(eqn, groups, tile_map):
-        starts, ends, tiles = layout.table
         source = tile_map.values.get(value.id)
-        local = np.zeros(n, np.int64)    # (none counted for an operand that is a view)
+        local = 0    # (none counted for an operand that is a view)
         if source is not None and not isinstance(source, ViewMapping):
-            lo, hi = source.bounds(value.type.size, n)
-            overlap = np.maximum(0, np.minimum(ends, hi[tiles]) - np.maximum(starts, lo[tiles]))
-            local = np.bincount(tiles, weights=overlap, minlength=n).astype(np.int64)
+            local = layout.held(*source.bounds(value.type.size, n))
         total += (layout.elements() - local) * value.type.itemsize
     return total
 
