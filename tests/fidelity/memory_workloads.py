@@ -17,17 +17,19 @@ from tests.fidelity import mnist_cnn
 MK2_TILES = 1472
 
 
-def configure(code=True, proportion=None, partials="float", recompute=False):
-    """One Mk2 IPU (1472 tiles); `code`: `ipu_model.compile_ipu_code` (hardware always
-    holds its code); `proportion` and `partials`: availableMemoryProportion and
-    partialsType of matmuls and convs; `recompute`: `allow_recompute`."""
+def configure(code=True, proportion=None, partials="float", recompute=False,
+              tiles=MK2_TILES):
+    """One Mk2 IPU (1472 tiles, or an IPU Model of `tiles`); `code`:
+    `ipu_model.compile_ipu_code` (hardware always holds its code); `proportion` and
+    `partials`: availableMemoryProportion and partialsType of matmuls and convs;
+    `recompute`: `allow_recompute`."""
     import ipu_keras as ipu
 
     cfg = ipu.config.IPUConfig()
     cfg.auto_select_ipus = 1
     cfg.allow_recompute = recompute
     cfg.ipu_model.compile_ipu_code = code
-    cfg.ipu_model.tiles_per_ipu = MK2_TILES
+    cfg.ipu_model.tiles_per_ipu = tiles
     options = {"partialsType": partials}
     if proportion is not None:
         options["availableMemoryProportion"] = str(proportion)
@@ -124,11 +126,11 @@ def three_dense_layers(batch, train):
     return compile_only(step, (x, np.zeros((batch, 64), np.float16)))
 
 
-def ten_dense_layers():
+def ten_dense_layers(tiles):
     """CombinedWeightsTest (size_speed_tests/combined_weights_test.py): float16 x[16, 4]
     through ten dense layers of 256 units (xw_plus_b, no activation), softmax
-    cross-entropy, for inference; IPU Model of one Mk2 IPU, code compiled."""
-    configure(code=True)
+    cross-entropy, for inference; IPU Model of `tiles` Mk2 tiles, code compiled."""
+    configure(code=True, tiles=tiles)
     _, loss_fn = _dense_loss(4, (256,) * 10, relu=False)
     return compile_only(loss_fn, (np.zeros((16, 4), np.float16),
                                   np.zeros((16, 256), np.float16)))
