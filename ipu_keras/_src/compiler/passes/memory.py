@@ -28,7 +28,8 @@ must hold at worst; `liveness` lists the not-always-live bytes (all tiles) durin
 top-level step; `live_ranges` gives, for reports, the steps between which each value
 is live.
 
-All code and state sizes are estimates, documented next to their constants.
+Vertex code is counted from poplibs' assembly (`CODELET_INSTRUCTIONS`); the other code
+and state sizes are estimates, documented next to their constants.
 """
 import dataclasses
 
@@ -41,13 +42,38 @@ from ipu_keras._src.flags import engine_options, flag_as_bool
 from ipu_keras.errors import OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
 
-VERTEX_CODE_BYTES = {"vector": 600, "transcendental": 1200, "reduce": 800, "copy": 400,
-                     "amp": 2000, "none": 0}
-"""Estimates: bytes of codelet code per distinct vertex type on a tile, by work kind
-(a vector codelet is ~150 instructions of 4 bytes; transcendentals carry polynomial
-tables; AMP vertices unroll their inner loops)."""
-DEFAULT_VERTEX_CODE_BYTES = 800
-"""Estimate for vertex types not listed in `VERTEX_CODE_BYTES`."""
+INSTRUCTION_BYTES = 4
+"""Every IPU instruction is 32 bits; a bundle `{a; b}` is two of them."""
+CODELET_INSTRUCTIONS = {
+    "ConvPartial1x1Out": 86 + 17 + 157,
+    "ConvPartialnx1": 268 + 20 + 133,
+    "OuterProduct": 107,
+    "ReduceAdd": 90 + 21,
+    "MultiSlice": 125,
+    "BinaryOp1D": 12 + 7 + 12 + 55,
+    "NonLinearity1D": 55,
+    "Fill": 37,
+}
+"""Instructions of one instantiation of each poplibs codelet, counted in its assembly at
+graphcore/poplibs@7eac0f2 (instruction lines, both arms of every `.if` counted, so
+each is an upper bound), files under lib/poplin/codelets/asm and lib/popops/codelets/asm:
+ConvPartial1x1Out: conv_partial_1x1_supervisor.S 106-314 (the supervisor macro), its
+128-bit 8-engine weight load (16 `ld128putcs` and a store) and
+conv_partial_1x1_half_float_8_and_half_half_h16.S 22-469 (the worker); ConvPartialnx1:
+conv_partial_nx1_supervisor.S 197-682, its weight load (20) and
+conv_partial_nx1_half_float_8_and_half_half_16.S 32-431; OuterProduct: OuterProduct.S;
+ReduceAdd: ReduceAdd.S 166-344 (ReduceAdd_Float_Half) and its worker preamble and
+division 117-154; MultiSlice: MultiSlice.S 139-406; BinaryOp1D: binaryOps1D.S
+103-126, 168-178, 195-269 and 389-487 (entry, vertex state, work division, float
+processing); NonLinearity1D: unaryOps1DNonLinearity.S 212-326 (float); Fill: Fill.S
+109-181 (half)."""
+WORK_CODELETS = {"amp": "ConvPartial1x1Out", "reduce": "ReduceAdd", "vector": "BinaryOp1D",
+                 "transcendental": "NonLinearity1D", "copy": "Fill"}
+"""The codelet whose code stands for the vertices of an op that is not planned, by its
+work kind (`ops/registry.WORK_KINDS`): an elementwise op runs a BinaryOp or UnaryOp
+vertex, a transcendental one a non-linearity (exp, tanh, sigmoid are single
+instructions on the IPU: no tables), a cast or assignment streams its elements once as
+Fill does. Each distinct (codelet, op) on a tile holds its own code."""
 VERTEX_STATE_BYTES = 16
 """Fixed bytes of state per vertex (its header and worker partition): tut4's report
 (module docstring) has 271 kB of `vertexInstanceState` for 16,877 vertices, about 16."""
@@ -227,9 +253,9 @@ def _code(graph, live, compile_ipu_code):
     if not compile_ipu_code:     # vertex state is data: it stays (module docstring)
         return {k: v if k == "vertex_state" else np.zeros(n, np.int64)
                 for k, v in out.items()}
-    for kind, present in vertex_types.items():
-        size = VERTEX_CODE_BYTES.get(kind.split(":")[0], DEFAULT_VERTEX_CODE_BYTES)
-        out["vertex_code"] += present * size
+    for vertex_type, present in vertex_types.items():
+        codelet = vertex_type.split(":")[0]
+        out["vertex_code"] += present * CODELET_INSTRUCTIONS[codelet] * INSTRUCTION_BYTES
     out["control_code"] += steps * CONTROL_CODE_BYTES_PER_STEP
     return out
 
@@ -252,7 +278,9 @@ def walk_once(graph, seen=None):
 
 
 def _vertices(eqn, live):
-    """(tiles, vertex type "kind:op", edges) of the vertices one equation places."""
+    """(tiles, vertex type, edges) of the vertices one equation places: a plan's codelets
+    (`Plan.vertex_types`, the same code whichever product runs them), or "codelet:op"
+    for the codelet of the op's work kind (one instantiation per op)."""
     opdef = get_op(eqn.op)
     if opdef.engine:
         return []
@@ -260,8 +288,7 @@ def _vertices(eqn, live):
     plan = live.map.plan_of(eqn)
     if plan is not None:
         tiles = (plan.start + np.arange(plan.tiles)) % live.n
-        return [(tiles, f"{'amp' if t == 'amp' else 'reduce'}:{t}", edges)
-                for t in plan.vertex_types]
+        return [(tiles, codelet, edges) for codelet in plan.vertex_types]
     work = opdef.cost([v.type for v in eqn.inputs], [v.type for v in eqn.outputs],
                       **eqn.params)
     if work.kind == "none":
@@ -273,7 +300,7 @@ def _vertices(eqn, live):
     if mapping is None:
         return []
     tiles = np.nonzero(mapping.elements(anchor.type.size, live.n))[0]
-    return [(tiles, f"{work.kind}:{eqn.op}", edges)]
+    return [(tiles, f"{WORK_CODELETS[work.kind]}:{eqn.op}", edges)]
 
 
 def _always_live(graph, live):

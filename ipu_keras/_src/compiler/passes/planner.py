@@ -167,7 +167,7 @@ class Plan:
     supersteps: int
     cycles: int               # compute + exchange + syncs (single-IPU scope)
     fits: bool
-    vertex_types: tuple = ("amp",)
+    vertex_types: tuple = ("ConvPartial1x1Out",)   # poplibs codelets (`codelets`)
     start: int = 0            # first tile, set when the plan is placed
     per_tile: int = 0         # product output elements each tile owns in the end
     partial_bytes: int = 4    # bytes of one partial sum
@@ -205,7 +205,7 @@ class GatherPlan:
     supersteps: int
     cycles: int
     fits: bool = True
-    vertex_types: tuple = ("multislice",)
+    vertex_types: tuple = ("MultiSlice",)
     start: int = 0
 
     def tile_temp_bytes(self):
@@ -284,6 +284,21 @@ def partial_bytes(problem, options):
         return min(np.dtype(problem.dtype).itemsize, 4)
     half = options.partials_type == "half" and problem.dtype == "float16"
     return 2 if half else 4
+
+
+def codelets(problem, k_split):
+    """The poplibs codelets a plan of `problem` runs: the OuterProduct for a contraction
+    of one element (`partial_bytes`), else the AMP's ConvPartialnx1 for a kernel larger
+    than 1x1 and ConvPartial1x1Out otherwise; and ReduceAdd when the contraction is
+    split over tiles (graphcore/poplibs@7eac0f2, lib/poplin/ConvVertexType.cpp and
+    ConvReduce.cpp)."""
+    if problem.k == 1:
+        product = "OuterProduct"
+    elif math.prod(problem.kernel[:-1]) > 1:
+        product = "ConvPartialnx1"
+    else:
+        product = "ConvPartial1x1Out"
+    return (product, "ReduceAdd") if k_split > 1 else (product,)
 
 
 def _evaluate(problem, options, target, tiles):
@@ -495,7 +510,7 @@ def _choose_cached(problem, options, target, kind):
                 int(c.used[index]), int(temp[index]), int(receive[index]),
                 int(compute[index]), int(exchange[index]), int(steps[index]),
                 int(cycles[index]), bool(fits[index]),
-                ("amp", "reduce_partials") if c.k[index] > 1 else ("amp",),
+                codelets(problem, int(c.k[index])),
                 per_tile=int(c.owned[index]), partial_bytes=partial_bytes(problem, options),
                 block=tuple(int(b) for b in c.block[index]) if not c.aligned[index] else (),
                 owners=_ceil(problem.out_size, int(c.owned[index])),
