@@ -136,6 +136,32 @@ def ten_dense_layers(tiles):
                                   np.zeros((16, 256), np.float16)))
 
 
+def outlined_dense_pair():
+    """FunctionalOpsTest.testFunctionInferenceWithVariableScope (python/ipu/tests/
+    functional_ops_test.py): an outlined function, matmul of a [64, 64] float32 input
+    by its own [64, 64] weights, add, sigmoid, called twice (a = f(a, b); a - f(a, c));
+    IPU Model of 8 tiles without code."""
+    import tensorflow as tf
+
+    import ipu_keras as ipu
+
+    configure(code=False, tiles=8)
+    weights = {name: tf.Variable(tf.ones((64, 64), tf.float32)) for name in ("one", "two")}
+
+    def func(a, b, name):
+        @ipu.outlined_function
+        def outlined_func(a, b):
+            return tf.sigmoid(tf.matmul(a, weights[name]) + b)
+        return outlined_func(a, b)
+
+    def body(a, b, c):
+        a = func(a, b, "one")
+        return a - func(a, c, "two")
+
+    x = np.ones((64, 64), np.float32)
+    return compile_only(body, (x, x, x))
+
+
 class _Variables:
     """Variables made on the first (eager) pass and handed out again, in the same order,
     on every later pass (the traced one)."""
