@@ -76,6 +76,28 @@ def test_loop_bodies_add_their_peak_on_top_of_the_caller():
     assert plan.not_always_live.sum() >= 3 * 8
 
 
+def _call_of_exp(after):
+    """y = call(exp)(x), then `after(b, x, y)`: the output of the program. x is 1 KiB."""
+    fb = Builder()
+    fx = new_input((256,), "float32")
+    fn = fb.graph([fx], [fb.emit("cast", [fb.emit("exp", [fx])], dtype="float16")])
+    b = Builder()
+    x = new_input((256,), "float32")
+    y = b.emit("call", [x], fn=fn)
+    return _plan(b.graph([x], [after(b, x, y)]), small_target(1))[0]
+
+
+def test_a_call_copies_its_operands_in_and_those_it_reads_last_die_once_copied():
+    # The body holds its own copy of x (1 KiB), exp's result written in place of it and
+    # the cast's half result (512 B): a peak of 1.5 KiB. Read last by the call, x dies
+    # once copied in: the peak is the copy-in, x beside its copy. Read again after the
+    # call, x stays live through the body too.
+    dying = _call_of_exp(lambda b, x, y: y)
+    kept = _call_of_exp(lambda b, x, y: b.emit("add", [b.emit("cast", [y], dtype="float32"), x]))
+    assert dying.liveness[0] == max(1024 + 1024, 1024 + 512, 512 + 512)
+    assert kept.liveness[0] == max(1024 + 1024, 1024 + 1024 + 512, 1024 + 512 + 512)
+
+
 def test_code_is_estimated_per_vertex_type_when_compiling_ipu_code():
     plan, _ = _plan(dense_step(), small_target(4), code=True)
     for category in CODE_CATEGORIES:

@@ -22,8 +22,11 @@ alive as long as it lives, `views.py`; and an elementwise step writes its result
 place of an operand it reads last), plus what
 a step needs only while it runs: a planned op's temporaries (operand copies and
 partials, each tile its own: `Plan.tile_temp_bytes`) or, for other ops, the operand
-elements exchanged onto the tile. A control-flow step adds the peak of its bodies on
-top of what is live around it. The peak over the program, per tile, is what the tile
+elements exchanged onto the tile. A control-flow step (a call, a loop, a branch) is
+three: it copies its operands into its bodies' own inputs (what is live before it, the
+copies and their exchange), runs the bodies (their peak on top of what is live around
+it, less the operands it reads last, which died once copied) and copies the bodies'
+outputs out into its results. The peak over the program, per tile, is what the tile
 must hold at worst; `liveness` lists the not-always-live bytes (all tiles) during each
 top-level step; `live_ranges` gives, for reports, the steps between which each value
 is live.
@@ -163,6 +166,7 @@ class _Liveness:
         live = sum(owned.values(), np.zeros(self.n, np.int64))
         peak = live.copy()
         for i, eqn in enumerate(graph.equations):
+            before = live
             if get_op(eqn.op).role not in ("constant", "variable_read"):
                 for v in eqn.outputs:
                     if self.map.is_view(v.id):
@@ -174,9 +178,11 @@ class _Liveness:
                     owned[v.id] = self.bytes_of(v)
                     live = live + owned[v.id]
             temporaries = self.step_temporaries(eqn)
-            inner = [self._inner_peak(eqn, sub, loop_trace, live + temporaries)
-                     for sub in eqn.subgraphs()]
-            during = live + (np.max(inner, axis=0) if inner else 0) + temporaries
+            during = live + temporaries
+            if eqn.subgraphs():
+                during = self._control_step(eqn, before, live - before, temporaries,
+                                            before - self._dying(eqn, owned, last_use, i),
+                                            loop_trace)
             peak = np.maximum(peak, during)
             if trace is not None:
                 trace.append(int(during.sum()))
@@ -186,6 +192,28 @@ class _Liveness:
                         live = live - owned.pop(r)
         return peak
 
+
+    def _control_step(self, eqn, before, results, temporaries, survivors, loop_trace):
+        """The peak of a step with bodies (module docstring): it copies its operands into
+        the bodies' inputs (beside what is live `before` it, and the copies' exchange),
+        runs the bodies beside the `survivors` (what is live but the operands it reads
+        last), and copies their outputs out into its `results`."""
+        zero = np.zeros(self.n, np.int64)
+        subs = eqn.subgraphs()
+        copy_in = np.max([sum((self.bytes_of(v) for v in sub.inputs), zero)
+                          for sub in subs], axis=0)
+        copy_out = np.max([sum((self.bytes_of(v) for v in sub.outputs), zero)
+                           for sub in subs], axis=0)
+        inner = np.max([self._inner_peak(eqn, sub, loop_trace, survivors)
+                        for sub in subs], axis=0)
+        return np.maximum.reduce([before + temporaries + copy_in, survivors + inner,
+                                  survivors + results + copy_out])
+
+    def _dying(self, eqn, owned, last_use, i):
+        """Bytes of the buffers `eqn` reads last (step `i`), each once."""
+        roots = {r for v in eqn.inputs for r in self.map.roots(v.id)
+                 if r in owned and last_use.get(r) == i}
+        return sum((owned[r] for r in roots), np.zeros(self.n, np.int64))
 
     def _in_place(self, eqn, out, owned, last_use, i):
         """The operand whose buffer elementwise `eqn` writes `out` into, or None: one of
