@@ -192,7 +192,6 @@ class _Liveness:
                         live = live - owned.pop(r)
         return peak
 
-
     def _control_step(self, eqn, before, results, temporaries, survivors, loop_trace):
         """The peak of a step with bodies (module docstring): it copies its operands into
         the bodies' inputs (beside what is live `before` it, and the copies' exchange),
