@@ -146,6 +146,10 @@ class _Liveness:
             return np.zeros(self.n, np.int64)
         return mapping.elements(value.type.size, self.n) * value.type.itemsize
 
+    def bytes_of_all(self, values):
+        """Bytes per tile of `values` together."""
+        return sum((self.bytes_of(v) for v in values), np.zeros(self.n, np.int64))
+
     def step_temporaries(self, eqn):
         """Bytes a step needs only while it runs: plan temporaries or exchanged operands."""
         plan = self.map.plan_of(eqn)
@@ -197,12 +201,9 @@ class _Liveness:
         the bodies' inputs (beside what is live `before` it, and the copies' exchange),
         runs the bodies beside the `survivors` (what is live but the operands it reads
         last), and copies their outputs out into its `results`."""
-        zero = np.zeros(self.n, np.int64)
         subs = eqn.subgraphs()
-        copy_in = np.max([sum((self.bytes_of(v) for v in sub.inputs), zero)
-                          for sub in subs], axis=0)
-        copy_out = np.max([sum((self.bytes_of(v) for v in sub.outputs), zero)
-                           for sub in subs], axis=0)
+        copy_in = np.max([self.bytes_of_all(sub.inputs) for sub in subs], axis=0)
+        copy_out = np.max([self.bytes_of_all(sub.outputs) for sub in subs], axis=0)
         inner = np.max([self._inner_peak(eqn, sub, loop_trace, survivors)
                         for sub in subs], axis=0)
         return np.maximum.reduce([before + temporaries + copy_in, survivors + inner,
@@ -344,7 +345,7 @@ def _always_live(graph, live):
         elif role in ("stream_in", "stream_out"):
             key = (eqn.op, eqn.params.get(eqn.op))
             values = eqn.outputs if role == "stream_in" else eqn.inputs
-            element = sum((live.bytes_of(v) for v in values), np.zeros(n, np.int64))
+            element = live.bytes_of_all(values)
             streams[key] = np.maximum(streams.get(key, 0), element)
     stream_buffers = sum(streams.values(), np.zeros(n, np.int64))
     return {"variables": variables, "constants": constants, "stream_buffers": stream_buffers}
