@@ -162,6 +162,88 @@ def outlined_dense_pair():
     return compile_only(body, (x, x, x))
 
 
+
+def _trained_logits(logits_fn, variables):
+    """The training body of FunctionalOpsTest's function tests: `logits_fn(*inputs)`, its
+    mean sparse softmax cross-entropy against `labels`, one GradientDescent step of rate
+    0.001 on `variables`; the body returns the logits."""
+    import tensorflow as tf
+
+    def step(*inputs_and_labels):
+        *inputs, labels = inputs_and_labels
+        with tf.GradientTape() as tape:
+            logits = logits_fn(*inputs)
+            loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                logits=logits, labels=labels))
+        for v, g in zip(variables, tape.gradient(loss, variables)):
+            v.assign_sub(0.001 * g)
+        return logits
+    return step
+
+
+def outlined_pair_training(split=False):
+    """FunctionalOpsTest.testFunctionTraining (`split`: testFunctionTrainingConstants):
+    an outlined function of (lhs, rhs, a), sigmoid(lhs @ rhs + a), called twice with the
+    [64, 64] float32 weights as its rhs (x = f(a, w0, b); x - f(x, w1, c)), and one
+    training step (`_trained_logits`); `split`: the function multiplies by the two
+    halves of rhs's columns and concatenates the products. IPU Model of 8 tiles without
+    code."""
+    import tensorflow as tf
+
+    import ipu_keras as ipu
+
+    configure(code=False, tiles=8)
+    weights = [tf.Variable(tf.ones((64, 64), tf.float32)) for _ in range(2)]
+
+    @ipu.outlined_function
+    def func(lhs, rhs, a):
+        if split:
+            x = tf.concat([tf.matmul(lhs, half) for half in tf.split(rhs, 2, -1)], axis=1)
+        else:
+            x = tf.matmul(lhs, rhs)
+        return tf.sigmoid(x + a)
+
+    def logits(a, b, c):
+        x = func(a, weights[0], b)
+        return x - func(x, weights[1], c)
+
+    x = np.ones((64, 64), np.float32)
+    labels = np.ones((64,), np.int32)
+    return compile_only(_trained_logits(logits, weights), (x, x, x, labels))
+
+
+def nested_outlined_training():
+    """FunctionalOpsTest.testNestedFunctionTraining: an outlined sigmoid of an outlined
+    x @ w + bias (each call its own [64, 64] and [64] float32 variables), called twice
+    on a [64, 64] input, and one training step (`_trained_logits`). IPU Model of 8 tiles
+    without code."""
+    import tensorflow as tf
+
+    import ipu_keras as ipu
+
+    configure(code=False, tiles=8)
+    layers = [(tf.Variable(tf.ones((64, 64), tf.float32)),
+               tf.Variable(tf.ones((64,), tf.float32))) for _ in range(2)]
+
+    def cached_func(x, w, bias):
+        @ipu.outlined_function
+        def matmul_with_bias(x):
+            return x @ w + bias
+
+        @ipu.outlined_function
+        def func(x):
+            return tf.sigmoid(matmul_with_bias(x))
+        return func(x)
+
+    def logits(x):
+        for w, bias in layers:
+            x = cached_func(x, w, bias)
+        return x
+
+    variables = [v for layer in layers for v in layer]
+    step = _trained_logits(logits, variables)
+    return compile_only(step, (np.ones((64, 64), np.float32), np.ones((64,), np.int32)))
+
 class _Variables:
     """Variables made on the first (eager) pass and handed out again, in the same order,
     on every later pass (the traced one)."""

@@ -27,6 +27,7 @@ Sources (commit-pinned):
   says so and otherwise the 8 of Graphcore's test environment, asserted to 1% or 10%)
 """
 import dataclasses
+import functools
 
 import pytest
 
@@ -45,8 +46,8 @@ AVAILABLE_MEMORY = EX + ":tutorials/tech_notes_code/available_memory"
 CNNS = EX + ":vision/cnns/tensorflow2"
 RESNEXT101 = "graphcore/examples@870b08a:vision/resnext_inference/popart"
 TUTORIALS = "graphcore/tutorials@60f38fd"
-OUTLINED = TF + (":tensorflow/python/ipu/tests/functional_ops_test.py "
-                 "(FunctionalOpsTest.testFunctionInferenceWithVariableScope)")
+FUNCTIONAL = TF + ":tensorflow/python/ipu/tests/functional_ops_test.py"
+OUTLINED = FUNCTIONAL + " (FunctionalOpsTest.testFunctionInferenceWithVariableScope)"
 OUTLINED_WHY = (
     "An outlined function (matmul of a [64, 64] float32 input by its own weights, add, "
     "sigmoid) called twice, on the 8-tile IPU Model without code. Ours about 1.05, at "
@@ -56,7 +57,16 @@ OUTLINED_WHY = (
     "stayed live through its body and its results through it too: a call copies its "
     "operands into the body's own inputs, those it reads last die once copied, and its "
     "results are written when the body's outputs are copied out (memory.py, "
-    "`_Liveness._control_step`).")
+    "`_Liveness._control_step`). Their tolerance 10%.")
+
+OUTLINED_TRAINING_WHY = (
+    "An outlined function sigmoid(lhs @ rhs + a) called twice with [64, 64] float32 "
+    "weights as its rhs (x = f(a, w0, b); x - f(x, w1, c)), the logits' mean sparse "
+    "softmax cross-entropy and one GradientDescent step, on the 8-tile IPU Model without "
+    "code (their tolerance 10%); the backward pass calls the functions' gradients. Ours "
+    "about 1.08 for both figures, its peak the first gradient call: the forward calls' saved activations and the incoming gradient "
+    "beside the body's two products (the gradients of lhs and rhs) and their plans' "
+    "temporaries.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +105,19 @@ def agrees(case, fits, total, max_tile):
     low, high = case.band
     figure = ours(case, total, max_tile)
     return figure is not None and low <= figure / case.published <= high
+
+
+def both_figures(name, source, why, total, max_tile, workload):
+    """Two rows for a program whose all-tiles and busiest-tile bytes are both published
+    (`name` ends with where it ran, in brackets); they share one compile."""
+    workload = functools.cache(workload)
+    where = name[name.rindex(" ("):]
+    name = name[:-len(where)]
+    return [(MemoryCase(f"{name}, all tiles{where}", source,
+                        f"{why} All tiles: {total:,} bytes.", published=total), workload),
+            (MemoryCase(f"{name}, busiest tile{where}", source,
+                        f"{why} The busiest tile: {max_tile:,} bytes.", published=max_tile,
+                        figure="max_tile"), workload)]
 
 
 # -- the table -------------------------------------------------------------------------
@@ -240,17 +263,10 @@ CASES = [
         "with the batch as the field: 3.2 MB fewer partials.",
         published=12_181_182),
      lambda: work.three_dense_layers(2, train=False)),
-    (MemoryCase(
+    *both_figures(
         "serialized fp16 matmul, 6 outlined slices (IPUModel)",
         SIZE + "/matmul_size_test.py (MatMulSizeTest.testSerializedMatmul)",
-        SERIALIZED + " All tiles: 126,942,643 bytes.", published=126_942_643),
-     work.serialized_matmul),
-    (MemoryCase(
-        "serialized fp16 matmul, busiest tile (IPUModel)",
-        SIZE + "/matmul_size_test.py (MatMulSizeTest.testSerializedMatmul)",
-        SERIALIZED + " The busiest tile: 86,813 bytes.", published=86_813,
-        figure="max_tile"),
-     work.serialized_matmul),
+        SERIALIZED, 126_942_643, 86_813, work.serialized_matmul),
     (MemoryCase(
         "10 fp16 dense layers, inference, batch 16 (8-tile IPUModel, code)",
         COMBINED + " (CombinedWeightsTest.testMergedWeightDownload)",
@@ -277,16 +293,29 @@ CASES = [
         "against the published 5.1 KB.",
         published=9_052_606),
      lambda: work.ten_dense_layers(1472)),
-    (MemoryCase(
-        "outlined dense function called twice (8-tile IPUModel)", OUTLINED,
-        OUTLINED_WHY + " All tiles: 204,616 bytes (their tolerance 10%).",
-        published=204_616),
-     work.outlined_dense_pair),
-    (MemoryCase(
-        "outlined dense function, busiest tile (8-tile IPUModel)", OUTLINED,
-        OUTLINED_WHY + " The busiest tile: 25,647 bytes (their tolerance 10%).",
-        published=25_647, figure="max_tile"),
-     work.outlined_dense_pair),
+    *both_figures(
+        "outlined dense function called twice (8-tile IPUModel)", OUTLINED, OUTLINED_WHY,
+        204_616, 25_647, work.outlined_dense_pair),
+    *both_figures(
+        "outlined function called twice, trained (8-tile IPUModel)",
+        FUNCTIONAL + " (FunctionalOpsTest.testFunctionTraining)", OUTLINED_TRAINING_WHY,
+        278_188, 35_069, work.outlined_pair_training),
+    *both_figures(
+        "outlined function of split weights, trained (8-tile IPUModel)",
+        FUNCTIONAL + " (FunctionalOpsTest.testFunctionTrainingConstants)",
+        "The case above with the function multiplying by the two halves of its weights' "
+        "columns and concatenating the products (IPU TensorFlow's SliceOptimizer makes "
+        "the concatenation two slice applies; ours writes each product into its half in "
+        "place, `compiler/passes/slice_apply.py`). Ours about 0.97 for all tiles and "
+        "0.94 for the busiest.", 290_009, 37_483,
+        lambda: work.outlined_pair_training(split=True)),
+    *both_figures(
+        "nested outlined functions, trained (8-tile IPUModel)",
+        FUNCTIONAL + " (FunctionalOpsTest.testNestedFunctionTraining)",
+        "An outlined sigmoid of an outlined x @ w + bias, each of the two calls with its "
+        "own [64, 64] and [64] float32 variables, and the same training step: the "
+        "gradient's calls nest as the forward's do. Ours about 1.09 for all tiles and "
+        "1.03 for the busiest.", 262_108, 34_774, work.nested_outlined_training),
 ]
 
 
@@ -336,7 +365,7 @@ OPEN_CASES = [
 ]
 
 
-def format_row(case, fits, total, max_tile):
+def format_row(case, fits, total, max_tile, width=58):
     where = " a tile" if case.figure == "max_tile" else ""
     claim = ("fits" if case.fits else "does not fit") if case.published is None else (
         f"{case.published:,.0f} B{where}" + ("" if case.fits else ", OOM"))
@@ -346,15 +375,16 @@ def format_row(case, fits, total, max_tile):
     ratio = f"{figure / case.published:5.2f}" if case.published and figure else "  -  "
     tile = f"{max_tile:,.0f}" if max_tile else "-"
     verdict = "yes" if agrees(case, fits, total, max_tile) else "NO"
-    return (f"{case.name:58s} {claim:>22s} {mine:>22s} {ratio} {tile:>9s} {verdict:>5s}  "
+    return (f"{case.name:{width}s} {claim:>22s} {mine:>22s} {ratio} {tile:>9s} {verdict:>5s}  "
             f"{case.source}")
 
 
 def print_table(rows, title="memory cases"):
-    print(f"\n{title}\n{'case':58s} {'published':>22s} {'ours':>22s} {'ratio':5s} "
+    width = max([len(row[0].name) for row in rows] + [58])
+    print(f"\n{title}\n{'case':{width}s} {'published':>22s} {'ours':>22s} {'ratio':5s} "
           f"{'max tile':>9s} {'agree':>5s}  source")
     for case, fits, total, max_tile in rows:
-        print(format_row(case, fits, total, max_tile))
+        print(format_row(case, fits, total, max_tile, width))
 
 
 @pytest.mark.parametrize("case,workload", case_params(CASES))
