@@ -6,7 +6,7 @@
 
 import tensorflow as tf
 
-from ipu_keras._src import compat
+from ipu_keras._src import compat, flags
 from ipu_keras import config as ipu_config_module
 from ipu_keras.errors import ConfigurationError
 from ipu_keras._src.tf1 import in_graph_mode, move_initialization_to_cpu
@@ -16,8 +16,10 @@ IPUConfig = ipu_config_module.IPUConfig
 
 
 def running_on_ipu_model():
-    """True: every device of ipu_keras is a simulated IPU (an "IPU Model")."""
-    return True
+    """Whether `TF_POPLAR_FLAGS` has `--use_ipu_model`, as in IPU TensorFlow. Every device
+    of ipu_keras is simulated; the flag makes it behave as Graphcore's IPU Model rather
+    than IPU hardware: a program whose tiles are out of memory compiles and runs."""
+    return flags.use_ipu_model()
 
 
 def reset_ipu_seed(seed, device="/device:IPU:0", cpu_seed=None):
@@ -194,6 +196,7 @@ for _name in ("set_compilation_options", "set_optimization_options", "set_norm_o
                    "2.1", "2.4")
 compat.declare("ipu.utils.reset_ipu_seed", compat.SUPPORTED, "seeds TensorFlow's random ops",
                "2.1")
-compat.declare("ipu.utils.running_on_ipu_model", compat.SUPPORTED, "always True", "2.1")
+compat.declare("ipu.utils.running_on_ipu_model", compat.SUPPORTED,
+               "True with --use_ipu_model, which runs programs out of tile memory", "2.1")
 compat.declare("ipu.utils.move_variable_initialization_to_cpu", compat.SUPPORTED,
                "places TF1 initialisers on the CPU; eagerly a no-op", "2.1")

@@ -27,7 +27,9 @@ ENV_VAR = "TF_POPLAR_FLAGS"
 ENGINE_OPTIONS_VAR = "POPLAR_ENGINE_OPTIONS"
 
 KNOWN_FLAGS = {
-    "use_ipu_model": "Run on the IPU Model (the simulator is always used here).",
+    "use_ipu_model": "Run as Graphcore's IPU Model: a program whose tiles are out of memory "
+                     "still compiles and runs (the report shows those tiles), where the "
+                     "hardware, and ipu_keras without this flag, stop.",
     "executable_cache_path": "Directory in which compiled executables are cached.",
     "executable_cache_max_size": "Size limit of the executable cache, e.g. 2GB (0: none).",
     "show_progress_bar": "Progress of tracing, compiling and the first execution: true, "
@@ -208,6 +210,13 @@ def get_flag(name, default=None, environ=None):
         FlagsError: if the variable is malformed; unknown flags warn once.
     """
     return poplar_flags(environ).get(name, default)
+
+
+def use_ipu_model(environ=None):
+    """Whether `TF_POPLAR_FLAGS` has `--use_ipu_model`: IPU TensorFlow's switch from IPU
+    hardware to its IPU Model, the CPU simulator that reports out-of-memory tiles but
+    does not stop on them (`compiler/passes/memory.py`, `check_memory`)."""
+    return flag_as_bool(get_flag("use_ipu_model", environ=environ))
 
 
 ENGINE_OPTIONS_READ = {

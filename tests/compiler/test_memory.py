@@ -199,6 +199,19 @@ def test_allow_out_of_memory_defers_the_error_to_run_time(monkeypatch):
         compile_graph(graph, target)
 
 
+def test_the_ipu_model_lists_the_tiles_out_of_memory_and_runs_the_program(monkeypatch):
+    graph, target = _too_big(), small_target(4, "ipu1")
+    monkeypatch.setenv("TF_POPLAR_FLAGS", "--use_ipu_model")
+    exe = compile_graph(graph, target)
+    assert exe.memory["out_of_memory"] is None
+    assert exe.memory["max_tile_bytes"] > target.bytes_per_tile
+    assert exe.memory["max_tile"] in exe.memory["tiles_out_of_memory"]
+    x, w = np.ones((64, 1024), np.float32), np.full((1024, 1024), 0.5, np.float32)
+    np.testing.assert_array_equal(Engine(exe).run([x], [w], None)[0], x @ w)
+    with pytest.raises(OutOfTileMemoryError):
+        compile_graph(graph, target, ipu_model=False)
+
+
 def test_engine_options_parsing():
     assert allow_out_of_memory({}) is False
     assert allow_out_of_memory({"POPLAR_ENGINE_OPTIONS": '{"debug.allowOutOfMemory": true}'})

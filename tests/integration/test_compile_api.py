@@ -6,6 +6,7 @@ import tensorflow as tf
 import ipu_keras as ipu
 from ipu_keras._src.conformance import tolerances as T
 from ipu_keras.errors import UnsupportedOpError
+from tests.conftest import configured
 
 
 def test_tutorial_basic_graph():
@@ -95,8 +96,27 @@ def test_supported_ops_lists_tensorflow_op_types():
     assert "FFT" not in names
 
 
-def test_running_on_ipu_model():
+def test_the_ipu_model_runs_a_program_its_tiles_cannot_hold(monkeypatch, caplog):
+    # 8 tiles of 624 KiB cannot hold two 4 MiB operands and their product; IPU hardware
+    # (ipu_keras without the flag) stops, the IPU Model runs it (memory.check_memory).
+    rng = np.random.default_rng(0)   # small integers: every sum exact in any order
+    a, b = (rng.integers(-2, 3, (1024, 1024)).astype(np.float32) for _ in range(2))
+    with configured(1, tiles_per_ipu=8):
+        monkeypatch.setenv("TF_POPLAR_FLAGS", "")
+        with pytest.raises(ipu.errors.OutOfTileMemoryError, match="Out of memory on tile"):
+            ipu.ipu_compiler.compile(tf.matmul, [a, b])
+        monkeypatch.setenv("TF_POPLAR_FLAGS", "--use_ipu_model")
+        with caplog.at_level("WARNING", logger="ipu_keras"):
+            result = ipu.ipu_compiler.compile(tf.matmul, [a, b])
+    T.EXACT.assert_close(result[0], tf.matmul(a, b).numpy())
+    assert "8 tile(s) out of memory" in caplog.text and "IPU Model" in caplog.text
+
+
+def test_running_on_ipu_model_follows_the_flag(monkeypatch):
+    monkeypatch.setenv("TF_POPLAR_FLAGS", "--use_ipu_model --log_cycle_count")
     assert ipu.utils.running_on_ipu_model() is True
+    monkeypatch.setenv("TF_POPLAR_FLAGS", "--log_cycle_count")
+    assert ipu.utils.running_on_ipu_model() is False
 
 
 @pytest.mark.parametrize("api", ["compile", "strategy"])

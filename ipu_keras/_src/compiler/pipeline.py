@@ -7,7 +7,8 @@ analyses (tile map with
 the matmul/conv/gather planner, memory plan) and the lowering (with the cycle tables)
 produce the executable. The pipeline owns the order of the passes and the options
 they get (`poplar_options` of matmuls and convolutions, `debug.allowOutOfMemory` from
-`POPLAR_ENGINE_OPTIONS`, `allow_recompute` of the `recompute` pass); the passes own
+`POPLAR_ENGINE_OPTIONS` and `--use_ipu_model` from `TF_POPLAR_FLAGS`, `allow_recompute`
+of the `recompute` pass); the passes own
 what they compute. Each pass is timed and the
 times are kept in `executable.info["pass_seconds"]`. The compiler knows nothing of
 TensorFlow or Keras: its input is IR, its output plain data.
@@ -53,7 +54,8 @@ PASS_NAMES = tuple(name for name, _ in GRAPH_PASSES) + (
 
 
 def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
-                  conv_options=None, allow_oom=None, on_pass=None, allow_recompute=False):
+                  conv_options=None, allow_oom=None, on_pass=None, allow_recompute=False,
+                  ipu_model=None):
     """Compile a verified-or-not IR graph for `target` (a `simulator.targets.Target`).
 
     Args:
@@ -69,9 +71,13 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
             (progress bars); None for no calls.
         allow_recompute: `IPUConfig.allow_recompute`: the `recompute` pass recomputes
             forward values in the backward pass instead of keeping them.
+        ipu_model: Compile for Graphcore's IPU Model, which lists the tiles out of
+            memory in the memory summary but does not stop on them; None reads
+            `TF_POPLAR_FLAGS=--use_ipu_model`.
 
     Raises:
-        OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed).
+        OutOfTileMemoryError: if a tile overflows (unless out-of-memory is allowed or
+            the target is the IPU Model).
         ShardingError: if the graph's shards do not divide `target.num_ipus`.
     """
     clock = _PassClock(on_pass)
@@ -86,7 +92,8 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     clock.done("tile-map")
     memory = plan_memory(graph, tile_map, compile_ipu_code)
     allow = allow_out_of_memory() if allow_oom is None else allow_oom
-    out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow)
+    out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow,
+                                 ipu_model=ipu_model)
     summary = memory.summary(target.bytes_per_tile, target.tiles_per_ipu)
     summary["out_of_memory"] = out_of_memory
     clock.done("memory-plan")

@@ -51,6 +51,7 @@ def compile_options(cfg):
         "conv_options": dict(cfg.convolutions.poplar_options),
         "allow_oom": allow_out_of_memory(),
         "allow_recompute": bool(cfg.allow_recompute),
+        "ipu_model": flags.use_ipu_model(),
     }
 
 
@@ -100,6 +101,7 @@ def compile_for_ipu(graph, cfg=None, name="", progress=None):
     if map_file and map_file is not True:
         reports.write_tensor_map_file(map_file, executable, name, key)
     _raise_deferred_oom(executable, options)
+    _say_ipu_model_oom(executable, name)
     return executable
 
 
@@ -110,6 +112,7 @@ def _compile(graph, target, options, progress, defer_oom):
                              conv_options=options["conv_options"],
                              allow_oom=options["allow_oom"] or defer_oom,
                              allow_recompute=options["allow_recompute"],
+                             ipu_model=options["ipu_model"],
                              on_pass=lambda pass_name, seconds: stage.advance(1, pass_name))
 
 
@@ -162,6 +165,19 @@ def _raise_deferred_oom(executable, options):
     error = executable.memory.get("out_of_memory")
     if error and not options["allow_oom"]:
         raise OutOfTileMemoryError(**error)
+
+
+def _say_ipu_model_oom(executable, name):
+    """Warns that the IPU Model runs a program whose tiles are out of memory (compiled
+    with `--use_ipu_model`, it does not stop on them)."""
+    tiles = executable.memory.get("tiles_out_of_memory")
+    if not tiles or executable.memory.get("out_of_memory"):
+        return
+    logger.warning(
+        "%s: %d tile(s) out of memory, the busiest (tile %d) using %d bytes where tiles "
+        "only have %d; the IPU Model (--use_ipu_model) runs it, IPU hardware would not.",
+        name or "program", len(tiles), executable.memory["max_tile"],
+        executable.memory["max_tile_bytes"], executable.target["bytes_per_tile"])
 
 
 def cache_max_size():
