@@ -44,16 +44,34 @@ def out_of_memory(error):
             "max_tile_bytes": error.bytes_used, "total_bytes": None}
 
 
-def compile_only(fn, args=()):
+@contextlib.contextmanager
+def _flags(text):
+    """`TF_POPLAR_FLAGS` set to `text` inside the block, as it was after it."""
+    import os
+
+    before = os.environ.get("TF_POPLAR_FLAGS")
+    os.environ["TF_POPLAR_FLAGS"] = text
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TF_POPLAR_FLAGS"]
+        else:
+            os.environ["TF_POPLAR_FLAGS"] = before
+
+
+def compile_only(fn, args=(), ipu_model=False):
     """Trace `fn(*args)` on the IPU and compile it: its memory summary, or the
-    out-of-memory error's figures."""
+    out-of-memory error's figures. `ipu_model`: compile with `--use_ipu_model`, as
+    Graphcore's IPU TensorFlow tests run (the IPU Model does not stop on a tile out of
+    memory)."""
     import ipu_keras as ipu
     from ipu_keras._src.driver import compile as driver_compile
     from ipu_keras._src.runtime import outfeeds
     from ipu_keras._src.tracer import trace
     from ipu_keras.errors import OutOfTileMemoryError
 
-    with ipu.scopes.ipu_scope("/device:IPU:0"):
+    with ipu.scopes.ipu_scope("/device:IPU:0"), _flags("--use_ipu_model" if ipu_model else ""):
         traced = trace(fn, args, outfeed_queues=outfeeds.registry())
         try:
             return driver_compile.compile_for_ipu(traced.graph).memory
@@ -243,6 +261,54 @@ def nested_outlined_training():
     variables = [v for layer in layers for v in layer]
     step = _trained_logits(logits, variables)
     return compile_only(step, (np.ones((64, 64), np.float32), np.ones((64,), np.int32)))
+
+
+def broadcast_matmul_pair():
+    """MatMulGraphCachingTest.testMatMulBroadcast (compiler/plugin/poplar/tests/
+    matmul_graph_caching_test.py): a float16 [1024] input broadcast to [1024, 1024] times
+    [1024, 1024] weights, then a [1024, 1024] input times that product; the 8-tile IPU
+    Model without code, which runs it though its tiles hold more than 624 KiB."""
+    import tensorflow as tf
+
+    configure(code=False, tiles=8)
+    weights = tf.Variable(tf.zeros((1024, 1024), tf.float16))
+
+    def body(in0, in1):
+        return tf.matmul(in1, tf.matmul(tf.broadcast_to(in0, (1024, 1024)), weights))
+
+    return compile_only(body, (np.zeros(1024, np.float16), np.zeros((1024, 1024), np.float16)),
+                        ipu_model=True)
+
+
+def serialized_lookup(dict_size=20000, emb_size=128, splits=10):
+    """FunctionalOpsTest.testFunctionSerializedLookup: a float16 [20000, 128] table
+    streamed in, looked up at 20 indices in 10 slices of 2000 rows, each by one outlined
+    function (keep_input_layouts=False) that shifts the indices, gathers
+    (`ipu.embedding_ops.embedding_lookup`) and masks the rows outside its slice; the
+    slices' results summed. The 8-tile IPU Model without code, which runs it though its
+    tiles hold more than 624 KiB."""
+    import tensorflow as tf
+
+    import ipu_keras as ipu
+
+    configure(code=False, tiles=8)
+    rows = dict_size // splits
+
+    @ipu.outlined_function(keep_input_layouts=False)
+    def func(table, indices, min_idx, max_idx):
+        x = ipu.embedding_ops.embedding_lookup(table, indices - min_idx)
+        mask = tf.logical_and(tf.less(indices, max_idx), tf.greater_equal(indices, min_idx))
+        return x * tf.expand_dims(tf.cast(mask, tf.float16), 1)
+
+    def body(table, indices):
+        output = func(tf.slice(table, [0, 0], [rows, emb_size]), indices, 0, rows)
+        for i in range(1, splits):
+            part = tf.slice(table, [rows * i, 0], [rows, emb_size])
+            output = tf.add(output, func(part, indices, rows * i, rows * (i + 1)))
+        return output
+
+    return compile_only(body, (np.zeros((dict_size, emb_size), np.float16),
+                               np.zeros(2 * splits, np.int32)), ipu_model=True)
 
 class _Variables:
     """Variables made on the first (eager) pass and handed out again, in the same order,
