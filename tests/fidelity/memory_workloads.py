@@ -280,6 +280,22 @@ def broadcast_matmul_pair():
                         ipu_model=True)
 
 
+def broadcast_convs():
+    """ConvGraphCachingTest.testConvolutionsWithBroadcast (compiler/plugin/poplar/tests/
+    conv_graph_caching_test.py): a float32 [2] input broadcast to a [2, 256, 256, 2]
+    image and to [2, 2, 2, 2] weights, two 'same' convolutions of stride 1 by those
+    weights; the 8-tile IPU Model without code."""
+    import tensorflow as tf
+
+    configure(code=False, tiles=8)
+
+    def body(x):
+        weights = tf.broadcast_to(x, (2, 2, 2, 2))
+        y = tf.nn.conv2d(tf.broadcast_to(x, (2, 256, 256, 2)), weights, 1, "SAME")
+        return tf.nn.conv2d(y, weights, 1, "SAME")
+
+    return compile_only(body, (np.ones(2, np.float32),), ipu_model=True)
+
 def serialized_lookup(dict_size=20000, emb_size=128, splits=10):
     """FunctionalOpsTest.testFunctionSerializedLookup: a float16 [20000, 128] table
     streamed in, looked up at 20 indices in 10 slices of 2000 rows, each by one outlined
