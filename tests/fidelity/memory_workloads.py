@@ -9,6 +9,8 @@ at compile time too. Variables are created
 outside the traced function, as TensorFlow requires, and read by it.
 """
 import contextlib
+import os
+from unittest import mock
 
 import numpy as np
 
@@ -44,22 +46,6 @@ def out_of_memory(error):
             "max_tile_bytes": error.bytes_used, "total_bytes": None}
 
 
-@contextlib.contextmanager
-def _flags(text):
-    """`TF_POPLAR_FLAGS` set to `text` inside the block, as it was after it."""
-    import os
-
-    before = os.environ.get("TF_POPLAR_FLAGS")
-    os.environ["TF_POPLAR_FLAGS"] = text
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["TF_POPLAR_FLAGS"]
-        else:
-            os.environ["TF_POPLAR_FLAGS"] = before
-
-
 def compile_only(fn, args=(), ipu_model=False):
     """Trace `fn(*args)` on the IPU and compile it: its memory summary, or the
     out-of-memory error's figures. `ipu_model`: compile with `--use_ipu_model`, as
@@ -71,7 +57,8 @@ def compile_only(fn, args=(), ipu_model=False):
     from ipu_keras._src.tracer import trace
     from ipu_keras.errors import OutOfTileMemoryError
 
-    with ipu.scopes.ipu_scope("/device:IPU:0"), _flags("--use_ipu_model" if ipu_model else ""):
+    flags = {"TF_POPLAR_FLAGS": "--use_ipu_model" if ipu_model else ""}
+    with ipu.scopes.ipu_scope("/device:IPU:0"), mock.patch.dict(os.environ, flags):
         traced = trace(fn, args, outfeed_queues=outfeeds.registry())
         try:
             return driver_compile.compile_for_ipu(traced.graph).memory

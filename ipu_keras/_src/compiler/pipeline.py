@@ -30,6 +30,7 @@ from ipu_keras._src.compiler.passes.recompute import recompute
 from ipu_keras._src.compiler.passes.shard import check_device, num_shards, shard
 from ipu_keras._src.compiler.passes.slice_apply import apply_slices
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
+from ipu_keras._src.flags import use_ipu_model
 from ipu_keras._src.ir.verify import verify as _verify_ir
 from ipu_keras._src.ops.registry import get_op
 
@@ -92,6 +93,7 @@ def compile_graph(graph, target, compile_ipu_code=True, matmul_options=None,
     clock.done("tile-map")
     memory = plan_memory(graph, tile_map, compile_ipu_code)
     allow = allow_out_of_memory() if allow_oom is None else allow_oom
+    ipu_model = use_ipu_model() if ipu_model is None else ipu_model
     out_of_memory = check_memory(memory, graph, tile_map, target, allow=allow,
                                  ipu_model=ipu_model)
     summary = memory.summary(target.bytes_per_tile, target.tiles_per_ipu)

@@ -41,7 +41,7 @@ import numpy as np
 from ipu_keras._src.compiler.passes import traffic
 from ipu_keras._src.compiler.passes.outline import body_key, is_outlined
 from ipu_keras._src.compiler.passes.stages import shares_forward_code
-from ipu_keras._src.flags import engine_options, flag_as_bool, use_ipu_model
+from ipu_keras._src.flags import engine_options, flag_as_bool
 from ipu_keras.errors import OutOfTileMemoryError
 from ipu_keras._src.ops.registry import get_op
 
@@ -366,13 +366,13 @@ def allow_out_of_memory(environ=None):
     return flag_as_bool(engine_options(environ).get("debug.allowOutOfMemory", False))
 
 
-def check_memory(plan, graph, tile_map, target, allow=False, ipu_model=None):
+def check_memory(plan, graph, tile_map, target, allow=False, ipu_model=False):
     """Raise OutOfTileMemoryError, with the largest tensors on the tile, if a tile overflows.
 
     With `allow` (Poplar's `debug.allowOutOfMemory`) it returns the error's arguments
     instead, for the engine to raise when the executable is run; None if all fits.
-    With `ipu_model` (None: `--use_ipu_model` in `TF_POPLAR_FLAGS`) it returns None
-    whatever the tiles hold: Graphcore's IPU Model reports the tiles out of memory (the
+    With `ipu_model` (`--use_ipu_model` in `TF_POPLAR_FLAGS`) it returns None whatever
+    the tiles hold: Graphcore's IPU Model reports the tiles out of memory (the
     summary's `tiles_out_of_memory`) but compiles and runs the program. IPU TensorFlow's
     documentation says so of its SavedModel tool, which profiles a model on the IPU Model
     because it "does not generate out of memory errors", and Graphcore's own tests of
@@ -380,7 +380,7 @@ def check_memory(plan, graph, tile_map, target, allow=False, ipu_model=None):
     they run (graphcore/tensorflow@b2127bb: matmul_graph_caching_test.py 1,732,922,
     functional_ops_test.py testFunctionSerializedLookup 802,278).
     """
-    if use_ipu_model() if ipu_model is None else ipu_model:
+    if ipu_model:
         return None
     total = plan.total
     tile = int(np.argmax(total))

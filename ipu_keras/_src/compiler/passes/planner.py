@@ -294,11 +294,17 @@ def codelets(problem, k_split):
     ConvReduce.cpp)."""
     if problem.k == 1:
         product = "OuterProduct"
-    elif math.prod(problem.kernel[:-1]) > 1:
+    elif _runs_nx1(problem):
         product = "ConvPartialnx1"
     else:
         product = "ConvPartial1x1Out"
     return (product, "ReduceAdd") if k_split > 1 else (product,)
+
+
+def _runs_nx1(problem):
+    """Whether the AMP runs `problem` with poplin's ConvPartialnx1 vertex: a kernel with
+    more than one position outside its innermost dimension (else ConvPartial1x1Out)."""
+    return math.prod(problem.kernel[:-1]) > 1
 
 
 def _evaluate(problem, options, target, tiles):
@@ -427,7 +433,7 @@ def _amp_pass_cycles(problem, options, c, per_pass, depth, target):
     per_group = np.minimum(cols, problem.n) if problem.grouped_cols else cols
     field = _ceil(per_pass, np.maximum(1, groups * per_group))
     nx1 = None
-    if math.prod(problem.kernel[:-1]) > 1:
+    if _runs_nx1(problem):
         nx1 = conv_windows.split_nx1(conv_windows.nx1_passes(
             problem.kernel[:-1], problem.kernel[-1], problem.dtype,
             _in_group(problem, options, target)), c.k)
