@@ -244,7 +244,7 @@ class _Planner:
         kind = opdef.plan
         options = planner.options_for(
             kind, *self.stage_options.get((eqn.stage, direction), self.options))
-        if kind == "matmul" and direction == "forward":
+        if opdef.plan == "matmul" and direction == "forward":
             # A forward product is planned as poplin orients it (the backward passes keep
             # theirs: poplin derives them from a training forward pass's joint plan).
             problem = planner.orient_matmul(problem, options, self.target)
