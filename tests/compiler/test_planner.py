@@ -82,13 +82,25 @@ def test_k_split_pays_a_reduction_superstep():
     assert plan.vertex_types == ("ConvPartial1x1Out", "ReduceAdd")
 
 
-def test_impossible_proportion_falls_back_to_least_memory_plan_with_a_warning():
+def test_impossible_proportion_doubles_the_bound_as_poplin_does_with_a_warning():
     target = get_target("ipu2")
     with pytest.warns(UserWarning, match="no plan whose temporary memory fits"):
         plan = choose_plan(BIG, PlanOptions(0.001), target, where="dense_1")
     assert not plan.fits
-    _, temp, *_ = planner._evaluate(BIG, PlanOptions(0.001), target, target.tiles_per_ipu)
-    assert plan.temp_bytes == temp.min()
+    _, temp, *_, cycles, _ = planner._evaluate(
+        BIG, PlanOptions(0.001), target, target.tiles_per_ipu)
+    bounds = planner.memory_bounds(0.001, target.bytes_per_tile)
+    bound = next(b for b in bounds if (temp <= b).any())
+    assert bound > bounds[0] and plan.temp_bytes <= bound
+    assert plan.cycles == cycles[temp <= bound].min()
+    # More memory bought fewer cycles than the least-memory plan.
+    assert plan.cycles < cycles[temp == temp.min()].min()
+
+
+def test_poplins_memory_bounds_double_past_twice_a_tile():
+    assert planner.memory_bounds(0.6, 1000) == [600, 1200, 2400]
+    assert planner.memory_bounds(0.25, 1000) == [250, 500, 1000, 2000]
+    assert planner.memory_bounds(1.0, 1000) == [1000, 2000]
 
 
 def test_poplar_options_are_parsed_from_strings_and_checked():
@@ -351,14 +363,15 @@ def test_a_forward_matmul_takes_the_orientation_poplin_would():
     # A tie (a row and a column of the same sizes) goes to the swapped one.
     assert planner.orient_matmul(Problem(1, 1, 64, 1, "float32", 4), PlanOptions(),
                                  target).inputs == ("b", "a")
-    # On one tile, (16 x 256) @ (256 x 2048) swapped is slower than unswapped with the
+    # On 16 tiles, (1024 x 64) @ (64 x 64) swapped is slower than unswapped with the
     # rearrangements charged: it keeps its orientation.
-    wide = Problem(1, 16, 256, 2048, "float16", 2)
-    one_tile = small_target(1)
-    assert planner.orient_matmul(wide, PlanOptions(), one_tile) is wide
-    charged = dataclasses.replace(wide, rearranged=("a", "b", "out"))
-    assert (choose_plan(charged, PlanOptions(), one_tile).cycles
-            < choose_plan(planner.swapped(wide), PlanOptions(), one_tile).cycles)
+    tall = Problem(1, 1024, 64, 64, "float16", 2)
+    sixteen = small_target(16)
+    assert planner.orient_matmul(tall, PlanOptions(), sixteen) is tall
+    charged = choose_plan(dataclasses.replace(tall, rearranged=("a", "b", "out")),
+                          PlanOptions(), sixteen)
+    turned = choose_plan(planner.swapped(tall), PlanOptions(), sixteen)
+    assert charged.fits and turned.fits and charged.cycles < turned.cycles
 
 
 def test_backward_matmuls_keep_their_orientation():

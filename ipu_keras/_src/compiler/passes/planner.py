@@ -44,7 +44,8 @@ even when charged the rearrangement of its input, weights and output.
 
 `choose_plan` keeps the fastest plan whose temporaries fit in `availableMemoryProportion`
 x `bytes_per_tile` (ties: less memory); if none fits it warns, as Poplar does, and
-takes the plan with the least temporary memory. `partialsType="half"` stores partials
+doubles the bound as poplin does until a plan fits, past twice a tile's memory taking
+the fastest plan of all (`memory_bounds`). `partialsType="half"` stores partials
 in 2 bytes instead of 4 (it applies to float16 inputs; float32 inputs accumulate in
 float32 whatever the option says, as in poplin). An outer product (k = 1) accumulates
 nothing: its vertex writes the output's type, with no partials of its own
@@ -493,6 +494,20 @@ def choose_plan(problem, options, target, kind="matmul", where="matmul"):
     return plan
 
 
+def memory_bounds(proportion, bytes_per_tile):
+    """The temporary-memory bounds per tile poplin's planner tries in turn: the
+    `availableMemoryProportion` budget (in (0, 1], `PlanOptions` checks it), then, when
+    no plan fits it, twice that bound, again and again until the bound reaches twice the
+    tile's memory; after the last, none (graphcore/poplibs@7eac0f2,
+    lib/poplin/ConvPlan.cpp, `createPlan`: `minimizeCycles` under the bound, then
+    `minimizeMemory`'s doubling loop and its last resort, the fastest plan without a
+    bound)."""
+    bounds = [proportion * bytes_per_tile]
+    while 0 < bounds[-1] < 2 * bytes_per_tile:
+        bounds.append(2 * bounds[-1])
+    return bounds
+
+
 @functools.lru_cache(maxsize=512)
 def _choose_cached(problem, options, target, kind):
     tiles = target.tiles_per_ipu
@@ -501,17 +516,22 @@ def _choose_cached(problem, options, target, kind):
     budget = options.available_memory_proportion * target.bytes_per_tile
     fits = temp <= budget
     warning = None
-    if fits.any():
-        index = np.lexsort((temp, np.where(fits, cycles, np.iinfo(np.int64).max)))[0]
+    for bound in memory_bounds(options.available_memory_proportion, target.bytes_per_tile):
+        within = temp <= bound
+        if within.any():
+            # The fastest plan within the bound; ties: less memory.
+            index = np.lexsort((temp, np.where(within, cycles, np.iinfo(np.int64).max)))[0]
+            break
     else:
-        index = np.lexsort((cycles, temp))[0]
+        index = np.lexsort((temp, cycles))[0]    # no bound left: the fastest plan of all
+    if not fits[index]:
         warning = (
             f"The {kind} planner found no plan whose temporary memory fits in "
             f"availableMemoryProportion={options.available_memory_proportion} "
-            f"({int(budget)} bytes per tile); using the plan with the least temporary memory "
-            f"({int(temp[index])} bytes per tile). Received: {problem.groups} x "
-            f"({problem.m} x {problem.k}) @ ({problem.k} x {problem.n}) {problem.dtype}, "
-            f"{tiles} tiles of {target.bytes_per_tile} bytes.")
+            f"({int(budget)} bytes per tile); as poplin does, it doubled the bound until a "
+            f"plan fit, the fastest of them using {int(temp[index])} bytes per tile. Received: "
+            f"{problem.groups} x ({problem.m} x {problem.k}) @ ({problem.k} x {problem.n}) "
+            f"{problem.dtype}, {tiles} tiles of {target.bytes_per_tile} bytes.")
     plan = Plan(kind, (int(c.chunk[index]), int(c.k[index]), int(c.serial[index])),
                 int(c.used[index]), int(temp[index]), int(receive[index]),
                 int(compute[index]), int(exchange[index]), int(steps[index]),
