@@ -313,6 +313,32 @@ def serialized_lookup(dict_size=20000, emb_size=128, splits=10):
     return compile_only(body, (np.zeros((dict_size, emb_size), np.float16),
                                np.zeros(2 * splits, np.int32)), ipu_model=True)
 
+def shared_embedding_weights(transpose_matmul):
+    """AllocationFinderPriorityTest.testMatmulAndEmbedding (compiler/plugin/poplar/tests/
+    allocation_finder_priority_test.py): float16 weights of a 20000-word vocabulary and
+    128 wide, shared by an embedding lookup of 50 ids and the product of those rows by
+    the weights, the logits [50, 20000]; `transpose_matmul`: weights [20000, 128], the
+    product by their transpose, else weights [128, 20000] looked up through their
+    transpose. The 8-tile IPU Model with code, which runs it though its tiles hold more
+    than 624 KiB."""
+    import tensorflow as tf
+
+    import ipu_keras as ipu
+
+    configure(code=True, tiles=8)
+    shape = (20000, 128) if transpose_matmul else (128, 20000)
+    weights = tf.Variable(tf.zeros(shape, tf.float16))
+
+    def body(ids):
+        if transpose_matmul:
+            rows = ipu.embedding_ops.embedding_lookup(weights, ids)
+            return tf.matmul(rows, weights, transpose_b=True)
+        rows = ipu.embedding_ops.embedding_lookup(tf.transpose(weights), ids)
+        return tf.matmul(rows, weights)
+
+    return compile_only(body, (np.ones(50, np.int32),), ipu_model=True)
+
+
 class _Variables:
     """Variables made on the first (eager) pass and handed out again, in the same order,
     on every later pass (the traced one)."""
