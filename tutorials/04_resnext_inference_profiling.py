@@ -237,14 +237,17 @@ fig.suptitle("ResNeXt on a 16-tile IPU Model")
 fig.tight_layout()
 plt.show()
 
-# As the proportion falls, the cycles rise (never fall) and memory falls, until some
-# convolutions have no plan within the budget (from 0.04 the planner warns, as Poplar
-# does, and takes their least-memory plans): memory then stops falling, and may even
-# grow by a few bytes of vertex state when such a plan spreads over more tiles.
+# As the proportion falls to 0.06, the cycles rise (never fall) and memory falls. Below
+# that, some convolutions have no plan within the budget: the planner warns, as Poplar
+# does, and, as poplin does, doubles the bound until a plan fits and takes the fastest
+# plan within it. Those convolutions get plans of a larger budget, so memory rises again
+# and the cycles fall: a budget too small is not the least memory.
 fitting = proportions.index(0.06) + 1
 assert all(a >= b for a, b in zip(memory[:fitting], memory[1:fitting]))
-assert max(memory[fitting:]) < 1.01 * memory[fitting - 1] < memory[0]
-assert all(a <= b for a, b in zip(cycles, cycles[1:])) and cycles[-1] > cycles[0]
+assert all(a <= b for a, b in zip(cycles[:fitting], cycles[1:fitting]))
+assert memory[fitting - 1] < memory[0] and cycles[fitting - 1] > cycles[0]
+assert min(memory[fitting:]) > memory[fitting - 1]
+assert max(cycles[fitting:]) < cycles[fitting - 1]
 
 # %% [markdown]
 # ## What we saw
@@ -252,4 +255,5 @@ assert all(a <= b for a, b in zip(cycles, cycles[1:])) and cycles[-1] > cycles[0
 # - The TensorFlow 1 inference example runs as written: infeed, `loops.repeat`, outfeed,
 #   `Session.run`.
 # - `availableMemoryProportion` trades temporary memory for cycles when memory is tight;
-#   the reports show both sides.
+#   the reports show both sides. Set too small, it gives back neither: the planner falls
+#   back to plans of a larger budget.

@@ -84,7 +84,8 @@ def test_k_split_pays_a_reduction_superstep():
 
 def test_impossible_proportion_doubles_the_bound_as_poplin_does_with_a_warning():
     target = get_target("ipu2")
-    with pytest.warns(UserWarning, match="no plan whose temporary memory fits"):
+    with pytest.warns(UserWarning, match="no plan whose temporary memory fits.*the fastest "
+                      r"plan within \d+ bytes per tile, the bound doubled"):
         plan = choose_plan(BIG, PlanOptions(0.001), target, where="dense_1")
     assert not plan.fits
     _, temp, *_, cycles, _ = planner._evaluate(
@@ -95,6 +96,16 @@ def test_impossible_proportion_doubles_the_bound_as_poplin_does_with_a_warning()
     assert plan.cycles == cycles[temp <= bound].min()
     # More memory bought fewer cycles than the least-memory plan.
     assert plan.cycles < cycles[temp == temp.min()].min()
+
+
+def test_with_no_plan_within_twice_a_tile_the_fastest_plan_is_taken():
+    one_tile = small_target(1)
+    huge = Problem(1, 512, 512, 512, "float32", 4, rearranged=("a", "b", "out"))
+    with pytest.warns(UserWarning, match="the fastest plan, none fitting twice a tile"):
+        plan = choose_plan(huge, PlanOptions(), one_tile)
+    _, temp, *_, cycles, _ = planner._evaluate(huge, PlanOptions(), one_tile, 1)
+    assert temp.min() > planner.memory_bounds(0.6, one_tile.bytes_per_tile)[-1]
+    assert plan.cycles == cycles.min()
 
 
 def test_poplins_memory_bounds_double_past_twice_a_tile():

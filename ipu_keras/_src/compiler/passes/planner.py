@@ -523,15 +523,18 @@ def _choose_cached(problem, options, target, kind):
             index = np.lexsort((temp, np.where(within, cycles, np.iinfo(np.int64).max)))[0]
             break
     else:
-        index = np.lexsort((temp, cycles))[0]    # no bound left: the fastest plan of all
+        bound, index = None, np.lexsort((temp, cycles))[0]   # the fastest plan of all
     if not fits[index]:
+        taken = (f"the fastest plan within {int(bound)} bytes per tile, the bound doubled "
+                 "until a plan fit" if bound else "the fastest plan, none fitting twice a "
+                 "tile's memory")
         warning = (
             f"The {kind} planner found no plan whose temporary memory fits in "
             f"availableMemoryProportion={options.available_memory_proportion} "
-            f"({int(budget)} bytes per tile); as poplin does, it doubled the bound until a "
-            f"plan fit, the fastest of them using {int(temp[index])} bytes per tile. Received: "
-            f"{problem.groups} x ({problem.m} x {problem.k}) @ ({problem.k} x {problem.n}) "
-            f"{problem.dtype}, {tiles} tiles of {target.bytes_per_tile} bytes.")
+            f"({int(budget)} bytes per tile); as poplin does, it took {taken} "
+            f"({int(temp[index])} bytes per tile). Received: {problem.groups} x "
+            f"({problem.m} x {problem.k}) @ ({problem.k} x {problem.n}) {problem.dtype}, "
+            f"{tiles} tiles of {target.bytes_per_tile} bytes.")
     plan = Plan(kind, (int(c.chunk[index]), int(c.k[index]), int(c.serial[index])),
                 int(c.used[index]), int(temp[index]), int(receive[index]),
                 int(compute[index]), int(exchange[index]), int(steps[index]),
