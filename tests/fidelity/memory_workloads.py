@@ -313,6 +313,7 @@ def serialized_lookup(dict_size=20000, emb_size=128, splits=10):
     return compile_only(body, (np.zeros((dict_size, emb_size), np.float16),
                                np.zeros(2 * splits, np.int32)), ipu_model=True)
 
+
 def shared_embedding_weights(transpose_matmul):
     """AllocationFinderPriorityTest.testMatmulAndEmbedding (compiler/plugin/poplar/tests/
     allocation_finder_priority_test.py): float16 weights of a 20000-word vocabulary and

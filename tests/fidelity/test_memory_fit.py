@@ -410,12 +410,12 @@ OPEN_CASES = [
         "GetFixedAllocationPriority). So the second row is in the band only by a copy "
         "IPU TensorFlow does not make, and the first is a third short. The test does not "
         "say what that third is. popops copies a lookup's table into a sliceable layout "
-        "here, its rows not mapped alike and 5.1 MB more than the proportion allows a "
-        "tile (graphcore/poplibs@7eac0f2, lib/popops/DynamicSlice.cpp, 'baseRearranged'), "
-        "which ours does not model; but that copy dies before the product, the peak. A "
-        "candidate ours does not model either: IPU TensorFlow outlines every product into "
-        "a cached Poplar function whose operands are copied in and results copied out "
-        "(passes/outline_instructions.cc, ops/map_ops.cc CreateFunctionOp).",
+        "here (its rows are not mapped alike, and the whole 5.1 MB is more than the "
+        "proportion allows a tile: graphcore/poplibs@7eac0f2, lib/popops/DynamicSlice.cpp, "
+        "'baseRearranged'), which ours does not model; but that copy dies before the product, "
+        "the peak. A candidate ours does not model either: IPU TensorFlow outlines every "
+        "product into a cached Poplar function whose operands are copied in and results copied "
+        "out (passes/outline_instructions.cc, ops/map_ops.cc CreateFunctionOp).",
         published=19_343_192),
       functools.partial(work.shared_embedding_weights, which == "the product"))
       for which in ("the product", "the lookup")],
