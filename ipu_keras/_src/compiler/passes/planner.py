@@ -513,10 +513,11 @@ def _choose_cached(problem, options, target, kind):
     tiles = target.tiles_per_ipu
     c, temp, receive, compute, exchange, steps, cycles, idle = _evaluate(
         problem, options, target, tiles)
-    budget = options.available_memory_proportion * target.bytes_per_tile
+    bounds = memory_bounds(options.available_memory_proportion, target.bytes_per_tile)
+    budget = bounds[0]
     fits = temp <= budget
     warning = None
-    for bound in memory_bounds(options.available_memory_proportion, target.bytes_per_tile):
+    for bound in bounds:
         within = temp <= bound
         if within.any():
             # The fastest plan within the bound; ties: less memory.
