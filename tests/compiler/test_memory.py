@@ -6,6 +6,7 @@ from ipu_keras._src.compiler.passes.memory import (
     CATEGORIES, CODE_CATEGORIES, CONTROL_CODE_BYTES_PER_STEP, allow_out_of_memory,
     check_memory, plan_memory,
 )
+from ipu_keras._src.compiler.passes import traffic
 from ipu_keras._src.compiler.passes.tile_map import plan_tile_mapping
 from ipu_keras.errors import ConfigurationError, OutOfTileMemoryError
 from ipu_keras._src.ir import TensorType, VariableSpec
@@ -149,16 +150,51 @@ def test_stream_buffers_and_control_code_by_hand():
     assert plan.categories["control_code"].tolist() == [6 * CONTROL_CODE_BYTES_PER_STEP]
 
 
-def test_matmul_plan_temporaries_are_live_at_their_step():
+def _matmul_of_input(rows, after=None):
+    """y = x[rows, 64] @ ones[64, 16] (float32), then `after(b, x, y)` (default: y)."""
     b = Builder()
-    x = new_input((16, 64), "float32")
+    x = new_input((rows, 64), "float32")
     y = b.emit("matmul", [x, b.const(np.ones((64, 16), np.float32))])
-    target = small_target(1)
-    plan, tiles = _plan(b.graph([x], [y]), target)
-    temp = tiles.plans[y.id].temp_bytes
-    assert temp == (16 * 64 + 64 * 16) * 4  # operand copies; float partials are the output
-    # Step 0 defines the (always-live) constant; during the matmul: x, y and the temporaries.
-    assert plan.liveness == [16 * 64 * 4, 16 * 64 * 4 + 16 * 16 * 4 + temp]
+    plan, tiles = _plan(b.graph([x], [after(b, x, y) if after else y]), small_target(1))
+    return plan, tiles.plans[y.id].temp_bytes
+
+
+def test_a_matmul_is_a_cached_function_that_copies_its_operands_in():
+    # IPU TensorFlow runs every dot as a cached Poplar function (memory.py's docstring):
+    # each call copies both operands into the function's inputs. Step 0 defines the
+    # (always-live) constant; x, read last by the matmul, dies once copied: the body
+    # holds the two copies, y and the plan's temporaries (operand blocks; float
+    # partials are the output itself).
+    x_bytes, w_bytes, y_bytes = 16 * 64 * 4, 64 * 16 * 4, 16 * 16 * 4
+    plan, temp = _matmul_of_input(16)
+    assert temp == x_bytes + w_bytes
+    assert plan.liveness == [x_bytes, x_bytes + w_bytes + y_bytes + temp]
+    # Read again after the matmul, x stays live beside its copy.
+    kept, _ = _matmul_of_input(16, lambda b, x, y: b.emit("concat", [x, y], axis=1))
+    assert kept.liveness[1] == x_bytes + x_bytes + w_bytes + y_bytes + temp
+
+
+def test_a_dot_by_a_vector_is_not_a_function():
+    # One row: IPU TensorFlow's algebraic simplifier makes the dot a multiply and a
+    # reduce (ops/nn.py, `_matmul_is_function`): no call, no copies.
+    x_bytes, y_bytes = 64 * 4, 16 * 4
+    plan, temp = _matmul_of_input(1)
+    assert plan.liveness == [x_bytes, x_bytes + y_bytes + temp]
+
+
+def test_a_batch_norm_is_a_function_whose_output_is_never_in_place():
+    b = Builder()
+    x = new_input((8, 4), "float32")
+    ones, zeros = (b.const(np.full(4, v, np.float32)) for v in (1, 0))
+    y = b.emit("batch_norm", [x, ones, zeros, zeros, ones], epsilon=1e-3, training=False)
+    graph = b.graph([x], [y[0]])
+    plan, tiles = _plan(graph, small_target(1))
+    received = traffic.received_bytes(graph.equations[-1], tiles).sum()
+    # x dies once copied in; the body holds the copies of x and of the four vectors, and
+    # the five outputs (y [8, 4] and four per-channel vectors): y is not written over x,
+    # as an elementwise step's result would be; and what the step receives.
+    x_and_vectors = 8 * 4 * 4 + 4 * 4 * 4
+    assert plan.liveness[-1] == 2 * x_and_vectors + received
 
 
 def test_views_share_their_source_memory():

@@ -15,6 +15,7 @@ import pathlib
 import pytest
 
 from ipu_keras._src import ops
+from ipu_keras._src.ir import TensorType
 from ipu_keras._src.ops import registry
 
 SRC = pathlib.Path(ops.__file__).resolve().parent.parent
@@ -145,6 +146,34 @@ def test_every_op_has_every_fact_set_to_a_known_value(name):
         assert opdef.mapping == "matmul"
     if opdef.role not in ("compute", "link_copy", "host_call"):   # these run their kernels
         assert opdef.engine or opdef.role == "constant"
+    assert opdef.function in (True, False) or callable(opdef.function)
+
+
+def test_the_ops_ipu_tensorflow_outlines_run_as_functions():
+    # OutlineInstructions wraps dots, convolutions and batch norms (registry.py's `function`).
+    def f16(*shape):
+        return TensorType(shape, "float16")
+
+    def is_function(a, b, out, **params):
+        return ops.get_op("matmul").runs_as_function([f16(*a), f16(*b)], [f16(*out)], params)
+
+    assert is_function((4, 8), (8, 3), (4, 3))
+    assert is_function((4, 8), (3, 8), (4, 3), transpose_b=True)
+    assert is_function((2, 8, 4), (2, 8, 3), (2, 4, 3), transpose_a=True)
+    # A dot by a vector (m or n is 1) is a multiply and a reduce: no function.
+    assert not is_function((1, 8), (8, 3), (1, 3))
+    assert not is_function((4, 8), (8, 1), (4, 1))
+    assert not is_function((8, 1), (8, 3), (1, 3), transpose_a=True)
+    for name in ("conv", "conv_input_grad", "conv_filter_grad", "batch_norm",
+                 "batch_norm_grad"):
+        assert ops.get_op(name).function is True, name
+    assert ops.get_op("add").function is False
+
+
+def test_a_function_fact_must_be_a_bool_or_a_rule():
+    with pytest.raises(ValueError, match="neither a bool nor a callable"):
+        registry.register_op("not_an_op", shape=None, kernel=abs, cost=None,
+                             mapping="elementwise", function="yes")
 
 
 def test_the_two_old_tables_disagreement_on_l2_loss_is_kept():

@@ -412,17 +412,18 @@ def _conv_filter_grad_tile_axes(shapes, out, params):
 
 register_op("conv", shape=_conv_shape, kernel=_conv, mapping="matmul",
             cost=lambda in_types, out_types, **_: _macs(out_types[0].size, in_types[1].shape),
-            plan="conv", problem=_conv_problem, tile_rule="conv", tile_axes=_conv_tile_axes)
+            plan="conv", problem=_conv_problem, tile_rule="conv", tile_axes=_conv_tile_axes,
+            function=True)
 register_op("conv_input_grad", shape=_conv_input_grad_shape, kernel=_conv_input_grad,
             mapping="matmul",
             cost=lambda in_types, out_types, **_: _macs(in_types[1].size, in_types[0].shape),
             plan="conv", problem=_conv_input_grad_problem, tile_rule="conv",
-            tile_axes=_conv_input_grad_tile_axes)
+            tile_axes=_conv_input_grad_tile_axes, function=True)
 register_op("conv_filter_grad", shape=_conv_filter_grad_shape, kernel=_conv_filter_grad,
             mapping="matmul",
             cost=lambda in_types, out_types, **_: _macs(in_types[1].size, out_types[0].shape),
             plan="conv", problem=_conv_filter_grad_problem, tile_rule="conv",
-            tile_axes=_conv_filter_grad_tile_axes)
+            tile_axes=_conv_filter_grad_tile_axes, function=True)
 
 
 # -- importers ----------------------------------------------------------------------------

@@ -84,8 +84,20 @@ def _matmul_problem(in_types, out, params):
                 b_grouped=math.prod(b.shape[:-2]) > 1)
 
 
+def _matmul_is_function(in_types, out_types, **params):
+    """A dot runs as a cached Poplar function unless IPU TensorFlow's algebraic
+    simplifier makes it elementwise: once size-1 dimensions are dropped, an operand with
+    only batch and contracting dimensions (m or n is 1) becomes a multiply and a reduce
+    (graphcore/tensorflow@b2127bb, tensorflow/compiler/plugin/poplar/driver/passes/
+    poplar_algebraic_simplifier.cc, `HandleDot`: `RemoveDegenerateDimensionFromDot`, then
+    poplar_algebraic_simplifier/poplar_algebraic_simplifier_dot.cc,
+    `OptimizeDotStrengthReduction`, on by default: IPUConfig's `dot_strength`)."""
+    problem = _matmul_problem(in_types, out_types[0], params)
+    return problem["m"] > 1 and problem["n"] > 1
+
+
 register_op("matmul", shape=_matmul_shape, kernel=_matmul, cost=_matmul_cost, mapping="matmul",
-            tile_rule="matmul", problem=_matmul_problem)
+            tile_rule="matmul", problem=_matmul_problem, function=_matmul_is_function)
 
 
 @tf_import("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")

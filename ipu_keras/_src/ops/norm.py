@@ -108,9 +108,10 @@ def _cost(per_element):
 
 
 register_op("batch_norm", shape=_batch_norm_shape, kernel=_batch_norm, cost=_cost(3),
-            mapping="elementwise", tile_rule="channel", chain="norm")
+            mapping="elementwise", tile_rule="channel", chain="norm", function=True)
 register_op("batch_norm_grad", shape=_batch_norm_grad_shape, kernel=_batch_norm_grad,
-            cost=_cost(4), mapping="elementwise", tile_rule="channel", chain="norm_grad")
+            cost=_cost(4), mapping="elementwise", tile_rule="channel", chain="norm_grad",
+            function=True)
 
 
 def _params(node):

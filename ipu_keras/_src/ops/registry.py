@@ -70,7 +70,14 @@ op it owns:
   - `chain` (one of `CHAINS`): its part in the Conv -> Norm -> non-linearity chain that
     recomputation recomputes outside pipelines (IPU TensorFlow's RecomputeInstructions):
     "norm" (a batch norm of batch statistics), "norm_grad", "nonlinearity" (relu,
-    sigmoid), "nonlinearity_grad"; None (default) for no part.
+    sigmoid), "nonlinearity_grad"; None (default) for no part;
+  - `function`: True, or `(in_types, out_types, **params) -> bool` per equation, for an op
+    IPU TensorFlow runs as a cached Poplar function (its OutlineInstructions pass wraps
+    every dot, convolution and batch norm: graphcore/tensorflow@b2127bb,
+    tensorflow/compiler/plugin/poplar/driver/passes/outline_instructions.cc): each call
+    copies the operands into the function's own inputs and its outputs out into new
+    tensors (ops/map_ops.cc, `CreateFunctionOp`), which the memory plan charges
+    (`compiler/passes/memory.py`). Default False.
 
 A module may also register, with `register_pair`, one kernel for an op followed by the
 only reader of its output (the engine's pairs, `simulator/pairs.py`).
@@ -139,10 +146,17 @@ class OpDef:
     chain: str = None
     view: object = None
     region: object = None
+    function: object = False
 
     def tile_rule_for(self, params):
         """The strict tile rule of one equation of this op (see `tile_rule`)."""
         return self.tile_rule(params) if callable(self.tile_rule) else self.tile_rule
+
+    def runs_as_function(self, in_types, out_types, params):
+        """Whether one equation of this op is a cached Poplar function (see `function`)."""
+        if callable(self.function):
+            return bool(self.function(in_types, out_types, **params))
+        return bool(self.function)
 
 
 _OPS = {}
@@ -166,7 +180,7 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
                 rowwise=False, role="compute", tile_rule="fallback", tile_moves=None,
                 tile_fill=None, tile_index=None, tile_axes=None, plan=None, problem=None,
                 exchange=None, reduced_axes=axes_of_params, recompute="again", chain=None,
-                view=None, region=None):
+                view=None, region=None, function=False):
     """Register an IR op. Every rule is required; see the module docstring."""
     if name in _OPS:
         raise ValueError(f"Op '{name}' is registered twice.")
@@ -185,6 +199,9 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     _check_fact(name, "chain", chain, CHAINS + (None,))
     if not callable(tile_rule):
         _check_fact(name, "tile_rule", tile_rule, TILE_RULES)
+    if not callable(function) and function not in (True, False):
+        raise ValueError(f"Op '{name}' has a `function` that is neither a bool nor a "
+                         f"callable: {function!r}.")
     for fact, rule in (("view", view), ("region", region)):
         if rule is not None and not callable(rule):
             raise ValueError(f"Op '{name}' has a `{fact}` that is not a callable: {rule!r}.")
@@ -198,7 +215,8 @@ def register_op(name, *, shape, kernel=None, cost, mapping, effect=False, engine
     module = sys._getframe(1).f_globals.get("__name__", "")
     _OPS[name] = OpDef(name, shape, kernel, cost, mapping, effect, engine, module, rowwise,
                        role, tile_rule, tile_moves, tile_fill, tile_index, tile_axes, plan,
-                       problem, exchange, reduced_axes, recompute, chain, view, region)
+                       problem, exchange, reduced_axes, recompute, chain, view, region,
+                       function)
     return _OPS[name]
 
 

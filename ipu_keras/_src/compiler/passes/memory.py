@@ -26,10 +26,22 @@ elements exchanged onto the tile. A control-flow step (a call, a loop, a branch)
 three: it copies its operands into its bodies' own inputs (what is live before it, the
 copies and their exchange), runs the bodies (their peak on top of what is live around
 it, less the operands it reads last, which died once copied) and copies the bodies'
-outputs out into its results. The peak over the program, per tile, is what the tile
-must hold at worst; `liveness` lists the not-always-live bytes (all tiles) during each
-top-level step; `live_ranges` gives, for reports, the steps between which each value
-is live.
+outputs out into its results. A step whose op IPU TensorFlow runs as a cached Poplar
+function (the op's `function` fact: every dot, convolution and batch norm) is such a
+call with the op alone for its body: the function's inputs are copies of all its
+operands, made on every call, even of an operand the function itself allocated, which
+the caller holds as a clone of the function's input (graphcore/tensorflow@b2127bb,
+tensorflow/compiler/plugin/poplar/driver/ops/map_ops.cc, `CreateFunctionOp`, and
+visitors/deferred_visitor.cc, `PropagateDeferredAllocations`); the op's temporaries sit
+beside the copies and its output, which is never written in place of an operand.
+`CreateFunctionOp` also duplicates the output out (`poputil::duplicate`); that copy is
+not charged, because Graphcore's figures rule it out where it would be the peak: in
+MatMulSizeTest.testTrainingBs1 (size_speed_tests/matmul_size_test.py, 7,738,391 bytes
+of all tiles) a weight [50176, 32] float16 (3.2 MB) beside its outer-product gradient
+and that gradient's duplicate would already be 9.6 MB. The peak over the program, per
+tile, is what the tile must hold at worst; `liveness` lists the not-always-live bytes
+(all tiles) during each top-level step; `live_ranges` gives, for reports, the steps
+between which each value is live.
 
 Vertex code is counted from poplibs' assembly (`CODELET_INSTRUCTIONS`); the other code
 and state sizes are estimates, documented next to their constants.
@@ -171,11 +183,12 @@ class _Liveness:
         peak = live.copy()
         for i, eqn in enumerate(graph.equations):
             before = live
+            function = self._runs_as_function(eqn)
             if get_op(eqn.op).role not in ("constant", "variable_read"):
                 for v in eqn.outputs:
                     if self.map.is_view(v.id):
                         continue
-                    reused = self._in_place(eqn, v, owned, last_use, i)
+                    reused = None if function else self._in_place(eqn, v, owned, last_use, i)
                     if reused is not None:
                         owned[v.id] = owned.pop(reused)
                         continue
@@ -187,6 +200,9 @@ class _Liveness:
                 during = self._control_step(eqn, before, live - before, temporaries,
                                             before - self._dying(eqn, owned, last_use, i),
                                             loop_trace)
+            elif function:
+                during = self._function_call(eqn, before, live - before, temporaries,
+                                             before - self._dying(eqn, owned, last_use, i))
             peak = np.maximum(peak, during)
             if trace is not None:
                 trace.append(int(during.sum()))
@@ -195,6 +211,18 @@ class _Liveness:
                     if last_use.get(r, -1) <= i and r in owned:
                         live = live - owned.pop(r)
         return peak
+
+    def _runs_as_function(self, eqn):
+        return get_op(eqn.op).runs_as_function([v.type for v in eqn.inputs],
+                                               [v.type for v in eqn.outputs], eqn.params)
+
+    def _function_call(self, eqn, before, results, temporaries, survivors):
+        """The peak of a step that calls its op as a cached Poplar function (module
+        docstring): the copies of its operands beside what is live `before` it, then the
+        op's `temporaries` beside the copies, its `results` and the `survivors` (what is
+        live but the operands it reads last)."""
+        copies = self.bytes_of_all(eqn.inputs)
+        return np.maximum.reduce([before + copies, survivors + copies + results + temporaries])
 
     def _control_step(self, eqn, before, results, temporaries, survivors, loop_trace):
         """The peak of a step with bodies (module docstring): it copies its operands into
