@@ -76,8 +76,9 @@ op it owns:
     every dot, convolution and batch norm: graphcore/tensorflow@b2127bb,
     tensorflow/compiler/plugin/poplar/driver/passes/outline_instructions.cc): each call
     copies the operands into the function's own inputs and its outputs out into new
-    tensors (ops/map_ops.cc, `CreateFunctionOp`), which the memory plan charges
-    (`compiler/passes/memory.py`). Default False.
+    tensors (ops/map_ops.cc, `CreateFunctionOp`); the memory plan charges the operands'
+    copies (`compiler/passes/memory.py`, which says why not the outputs'). Default
+    False.
 
 A module may also register, with `register_pair`, one kernel for an op followed by the
 only reader of its output (the engine's pairs, `simulator/pairs.py`).
