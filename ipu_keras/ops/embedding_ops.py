@@ -211,6 +211,7 @@ class HostEmbeddingSGDGAOptimizerSpec(HostEmbeddingOptimizerSpec):
         return max(1, int(self._accumulation_factor))
 
 
+@tf.autograph.experimental.do_not_convert   # plain Python run while tracing: nothing to convert
 def _host_rows(params):
     """The CPU body of a lookup: the same call to the host table."""
     kernel = get_op("host_embedding_lookup").kernel
@@ -225,6 +226,7 @@ def _host_rows(params):
     return body
 
 
+@tf.autograph.experimental.do_not_convert
 def _host_update(params):
     kernel = get_op("host_embedding_update").kernel
 
