@@ -196,13 +196,12 @@ class _Liveness:
                     live = live + owned[v.id]
             temporaries = self.step_temporaries(eqn)
             during = live + temporaries
-            if eqn.subgraphs():
-                during = self._control_step(eqn, before, live - before, temporaries,
-                                            before - self._dying(eqn, owned, last_use, i),
-                                            loop_trace)
-            elif function:
-                during = self._function_call(eqn, before, live - before, temporaries,
-                                             before - self._dying(eqn, owned, last_use, i))
+            if eqn.subgraphs() or function:
+                survivors = before - self._dying(eqn, owned, last_use, i)
+                during = (self._control_step(eqn, before, live - before, temporaries,
+                                             survivors, loop_trace) if eqn.subgraphs()
+                          else self._function_call(eqn, before, live - before, temporaries,
+                                                   survivors))
             peak = np.maximum(peak, during)
             if trace is not None:
                 trace.append(int(during.sum()))
