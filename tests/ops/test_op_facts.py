@@ -165,9 +165,28 @@ def test_the_ops_ipu_tensorflow_outlines_run_as_functions():
     assert not is_function((4, 8), (8, 1), (4, 1))
     assert not is_function((8, 1), (8, 3), (1, 3), transpose_a=True)
     for name in ("conv", "conv_input_grad", "conv_filter_grad", "batch_norm",
-                 "batch_norm_grad"):
+                 "batch_norm_grad", "popnn_lstm", "popnn_lstm_grad", "popnn_gru",
+                 "popnn_gru_grad"):
         assert ops.get_op(name).function is True, name
     assert ops.get_op("add").function is False
+
+
+@pytest.mark.parametrize("equation,shapes,function", [
+    ("abc,cd->abd", [(2, 5, 8), (8, 4)], True),           # EinsumDense: a dot
+    ("BTNH,BSNH->BNTS", [(2, 3, 4, 8), (2, 5, 4, 8)], True),   # attention scores
+    ("ij,j->i", [(4, 8), (8,)], False),                  # by a vector: multiply, reduce
+    ("bj,bij->bi", [(2, 8), (2, 4, 8)], False),          # its left operand: batch, contracted
+    ("ab,cb->ac", [(1, 8), (3, 8)], False),               # a free dimension of size 1
+    ("i,j->ij", [(4,), (3,)], True),                     # an outer product is still a dot
+    ("...ij,jk->...ik", [(2, 4, 8), (8, 3)], True),      # broadcast rows of the left one
+    ("...j,jk->...k", [(8,), (8, 3)], False),            # '...' empty: a vector
+    ("ij->ji", [(4, 8)], False),                         # one operand: a transpose
+])
+def test_an_einsum_runs_as_a_function_when_its_dot_would(equation, shapes, function):
+    in_types = [TensorType(s, "float32") for s in shapes]
+    einsum = ops.get_op("einsum")
+    out_types = einsum.shape(in_types, equation=equation)
+    assert einsum.runs_as_function(in_types, out_types, {"equation": equation}) is function
 
 
 def test_a_function_fact_must_be_a_bool_or_a_rule():

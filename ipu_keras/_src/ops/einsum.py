@@ -154,7 +154,28 @@ def _einsum_cost(in_types, out_types, *, equation):
     return Work("amp", _macs(equation, tuple(t.shape for t in in_types)))
 
 
-register_op("einsum", shape=_einsum_shape, kernel=_einsum, cost=_einsum_cost, mapping="matmul")
+def _einsum_is_function(in_types, out_types, *, equation):
+    """Whether IPU TensorFlow runs this einsum as a cached Poplar function: XLA lowers a
+    two-operand einsum to a dot, which is one (as `matmul`'s rule says) unless an operand
+    keeps no free dimension larger than 1, its labels all batch or contracted ones (a
+    dot by a vector: a multiply and a reduce). A one-operand einsum is a transpose or a
+    reduction, no dot."""
+    if len(in_types) != 2:
+        return False
+    (left, right), output, sizes, ellipsis = _label_sizes(equation,
+                                                          [t.shape for t in in_types])
+
+    def free(mine, other):
+        """Elements of the dimensions only `mine` carries into the output."""
+        size = math.prod(sizes[c] for c in set(mine) - set(other) if c in output
+                         and c != _ELLIPSIS)
+        return size * (math.prod(ellipsis) if _ELLIPSIS in set(mine) - set(other) else 1)
+
+    return free(left, right) > 1 and free(right, left) > 1
+
+
+register_op("einsum", shape=_einsum_shape, kernel=_einsum, cost=_einsum_cost, mapping="matmul",
+            function=_einsum_is_function)
 
 
 @tf_import("Einsum")

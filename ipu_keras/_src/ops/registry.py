@@ -73,7 +73,8 @@ op it owns:
     sigmoid), "nonlinearity_grad"; None (default) for no part;
   - `function`: True, or `(in_types, out_types, **params) -> bool` per equation, for an op
     IPU TensorFlow runs as a cached Poplar function (its OutlineInstructions pass wraps
-    every dot, convolution and batch norm: graphcore/tensorflow@b2127bb,
+    every dot, convolution, batch norm and PopLibs LSTM or GRU layer:
+    graphcore/tensorflow@b2127bb,
     tensorflow/compiler/plugin/poplar/driver/passes/outline_instructions.cc): each call
     copies the operands into the function's own inputs and its outputs out into new
     tensors (ops/map_ops.cc, `CreateFunctionOp`); the memory plan charges the operands'

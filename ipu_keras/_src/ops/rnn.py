@@ -250,13 +250,16 @@ def _backward_cost(in_types, out_types, **_):
     return _recurrence(in_types, 2, 3 * _macs(in_types))
 
 
+# IPU TensorFlow runs each layer, forward and backward, as a cached Poplar function
+# (outline_instructions.cc: LstmLayerFwd/Bwd, GRULayerFwd/Bwd; registry.py's `function`).
 register_op("popnn_lstm", shape=_lstm_shape, kernel=_lstm, cost=_forward_cost,
-            mapping="linear")
+            mapping="linear", function=True)
 register_op("popnn_lstm_grad", shape=_grad_shape, kernel=_lstm_grad, cost=_backward_cost,
-            mapping="linear")
-register_op("popnn_gru", shape=_gru_shape, kernel=_gru, cost=_forward_cost, mapping="linear")
+            mapping="linear", function=True)
+register_op("popnn_gru", shape=_gru_shape, kernel=_gru, cost=_forward_cost, mapping="linear",
+            function=True)
 register_op("popnn_gru_grad", shape=_grad_shape, kernel=_gru_grad, cost=_backward_cost,
-            mapping="linear")
+            mapping="linear", function=True)
 
 
 def _importer(op, cell_params):
