@@ -172,15 +172,15 @@ def test_the_ops_ipu_tensorflow_outlines_run_as_functions():
 
 
 @pytest.mark.parametrize("equation,shapes,function", [
-    ("abc,cd->abd", [(2, 5, 8), (8, 4)], True),           # EinsumDense: a dot
+    ("abc,cd->abd", [(2, 5, 8), (8, 4)], True),                # EinsumDense: a dot
     ("BTNH,BSNH->BNTS", [(2, 3, 4, 8), (2, 5, 4, 8)], True),   # attention scores
-    ("ij,j->i", [(4, 8), (8,)], False),                  # by a vector: multiply, reduce
-    ("bj,bij->bi", [(2, 8), (2, 4, 8)], False),          # its left operand: batch, contracted
-    ("ab,cb->ac", [(1, 8), (3, 8)], False),               # a free dimension of size 1
-    ("i,j->ij", [(4,), (3,)], True),                     # an outer product is still a dot
-    ("...ij,jk->...ik", [(2, 4, 8), (8, 3)], True),      # broadcast rows of the left one
-    ("...j,jk->...k", [(8,), (8, 3)], False),            # '...' empty: a vector
-    ("ij->ji", [(4, 8)], False),                         # one operand: a transpose
+    ("ij,j->i", [(4, 8), (8,)], False),                        # by a vector
+    ("bj,bij->bi", [(2, 8), (2, 4, 8)], False),                # left: batch, contracted
+    ("ab,cb->ac", [(1, 8), (3, 8)], False),                    # a free dimension of 1
+    ("i,j->ij", [(4,), (3,)], True),                           # an outer product: a dot
+    ("...ij,jk->...ik", [(2, 4, 8), (8, 3)], True),            # broadcast rows
+    ("...j,jk->...k", [(8,), (8, 3)], False),                  # '...' empty: a vector
+    ("ij->ji", [(4, 8)], False),                               # one operand: a transpose
 ])
 def test_an_einsum_runs_as_a_function_when_its_dot_would(equation, shapes, function):
     in_types = [TensorType(s, "float32") for s in shapes]

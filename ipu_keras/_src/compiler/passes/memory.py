@@ -28,9 +28,10 @@ copies and their exchange), runs the bodies (their peak on top of what is live a
 it, less the operands it reads last, which died once copied) and copies the bodies'
 outputs out into its results. A step whose op IPU TensorFlow runs as a cached Poplar
 function (the op's `function` fact: every dot, convolution, batch norm and PopLibs
-recurrent layer) is such a call with the op alone for its body: the function's inputs are copies of all its
-operands, made on every call, even of an operand the function itself allocated, which
-the caller holds as a clone of the function's input (graphcore/tensorflow@b2127bb,
+recurrent layer) is such a call with the op alone for its body: the function's inputs
+are copies of all its operands, made on every call, even of an operand the function
+itself allocated, which the caller holds as a clone of the function's input
+(graphcore/tensorflow@b2127bb,
 tensorflow/compiler/plugin/poplar/driver/ops/map_ops.cc, `CreateFunctionOp`, and
 visitors/deferred_visitor.cc, `PropagateDeferredAllocations`); the op's temporaries sit
 beside the copies and its output, which is never written in place of an operand.
