@@ -69,11 +69,14 @@ class Equation:
     pipeline: object = None  # of the micro-batch `while` of a pipeline: {schedule, depth}
 
     def subgraphs(self):
-        """The sub-graphs this equation holds (control-flow bodies), in a stable order."""
-        subs = [(k, v) for k, v in self.params.items() if isinstance(v, Graph)]
+        """The sub-graphs this equation holds (control-flow bodies), in a stable order (by
+        param name). Every pass walks every equation, most of which hold none: one scan
+        of the values settles those."""
+        subs = [v for v in self.params.values() if isinstance(v, Graph)]
         if len(subs) > 1:
-            subs.sort(key=lambda item: item[0])
-        return [v for _, v in subs]
+            subs = [v for _, v in sorted((k, v) for k, v in self.params.items()
+                                         if isinstance(v, Graph))]
+        return subs
 
 
 @dataclasses.dataclass(frozen=True)

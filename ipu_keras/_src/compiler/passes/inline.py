@@ -17,7 +17,8 @@ def inline_calls(graph):
 def _inline_level(equations, outputs):
     out, mapping = [], {}
     for eqn in equations:
-        eqn = dataclasses.replace(eqn, inputs=substitute(eqn.inputs, mapping))
+        if mapping and any(v.id in mapping for v in eqn.inputs):
+            eqn = dataclasses.replace(eqn, inputs=substitute(eqn.inputs, mapping))
         if get_op(eqn.op).role != "subgraph_call" or (
                 "outlined" in eqn.params and not _stateful(eqn.params["fn"])):
             out.append(eqn)
