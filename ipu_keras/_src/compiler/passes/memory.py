@@ -197,10 +197,11 @@ class _Liveness:
                     live = live + owned[v.id]
             temporaries = self.step_temporaries(eqn)
             during = live + temporaries
-            if eqn.subgraphs() or function:
+            bodies = eqn.subgraphs()
+            if bodies or function:
                 survivors = before - self._dying(eqn, owned, last_use, i)
                 during = (self._control_step(eqn, before, live - before, temporaries,
-                                             survivors, loop_trace) if eqn.subgraphs()
+                                             survivors, loop_trace) if bodies
                           else self._function_call(eqn, before, live - before, temporaries,
                                                    survivors))
             peak = np.maximum(peak, during)
